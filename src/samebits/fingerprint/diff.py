@@ -1,0 +1,91 @@
+"""Differences between two fingerprints, each with a note on what it likely does to bits."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+# Longest matching prefix wins. (affects_bits, note)
+_NOTES: list[tuple[str, bool, str]] = [
+    ("samebits", False, "samebits itself changed; outputs do not depend on it"),
+    ("python", False, "Python version: affects bits only through hash order and packages"),
+    ("platform", True, "operating system or architecture: other libraries and kernels"),
+    ("packages.torch", True, "torch version: kernels, fusion and defaults change between releases"),
+    ("packages.numpy", True, "NumPy version: NumPy-side preprocessing and RNG streams may change"),
+    ("packages.onnxruntime", True, "ONNX Runtime version: other kernels and graph optimisations"),
+    ("packages", False, "package version"),
+    ("torch_build.cuda", True, "CUDA version: cuBLAS/cuDNN kernels differ"),
+    ("torch_build.cudnn", True, "cuDNN version: other convolution algorithms"),
+    ("torch_build.mkl", True, "MKL version: other GEMM kernels"),
+    ("torch_build.onednn", True, "oneDNN version: other convolution/matmul kernels"),
+    ("torch_build.blas", True, "BLAS library: other GEMM kernels"),
+    ("torch_build", True, "torch build: other kernels may be compiled in"),
+    ("cpu.capability", True, "CPU capability: ATen, MKL and oneDNN pick other vectorised kernels"),
+    ("cpu.isa", True, "CPU instruction sets: MKL/oneDNN pick other kernels (e.g. AVX512 vs AVX2)"),
+    ("cpu.model", True, "CPU model: kernels are chosen per microarchitecture"),
+    ("cpu.count", False, "CPU count: matters only through the thread counts"),
+    ("threads.intra_op", True, "intra-op threads: reductions split differently"),
+    ("threads.inter_op", False, "inter-op threads: scheduling only"),
+    ("devices", True, "GPU: other kernels and autotuning results"),
+    ("flags", True, "determinism switch"),
+    ("flags.torch.get_num_threads", True, "intra-op threads: reductions split differently"),
+    ("flags.torch.get_num_interop_threads", False, "inter-op threads: scheduling only"),
+    ("env.PYTHONHASHSEED", True, "hash seed: set and dict order of strings changes"),
+    ("env.OMP_NUM_THREADS", True, "thread count: reductions split differently"),
+    ("env.MKL_NUM_THREADS", True, "thread count: reductions split differently"),
+    ("env.MKL_CBWR", True, "MKL conditional numerical reproducibility mode"),
+    ("env.ATEN_CPU_CAPABILITY", True, "forced CPU capability: other ATen kernels"),
+    ("env", True, "environment variable that changes kernels"),
+    ("hash_randomization", True, "hash randomisation: set and dict order of strings changes per process"),
+]
+
+
+@dataclasses.dataclass
+class FieldChange:
+    """One field that differs between two fingerprints."""
+
+    field: str
+    old: Any
+    new: Any
+    affects_bits: bool
+    note: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def flatten_fields(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"cpu.isa": [...], "flags.torch.x": ...}``: dotted paths to leaves (lists are leaves)."""
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out.update(flatten_fields(value, path + "."))
+        else:
+            out[path] = value
+    return out
+
+
+def note_for(field: str) -> tuple[bool, str]:
+    best = ("", True, "changed")
+    for prefix, affects, note in _NOTES:
+        if (field == prefix or field.startswith(prefix + ".")) and len(prefix) > len(best[0]):
+            best = (prefix, affects, note)
+    return best[1], best[2]
+
+
+def diff(a: Any, b: Any) -> list[FieldChange]:
+    """Fields of fingerprint ``a`` that differ in ``b`` (``None`` where one side lacks the field)."""
+    fa, fb = flatten_fields(a.to_dict()), flatten_fields(b.to_dict())
+    fa.pop("schema_version", None)
+    fb.pop("schema_version", None)
+    changes = []
+    for field in sorted(set(fa) | set(fb)):
+        old, new = fa.get(field), fb.get(field)
+        if old != new:
+            affects, note = note_for(field)
+            if field == "cpu.isa":
+                lost, gained = sorted(set(old or []) - set(new or [])), sorted(set(new or []) - set(old or []))
+                note += f" (lost {', '.join(lost) or 'none'}; gained {', '.join(gained) or 'none'})"
+            changes.append(FieldChange(field, old, new, affects, note))
+    return changes

@@ -1,0 +1,7 @@
+"""Flatten model outputs, digest tensors bit for bit, compare them like ``torch.testing``."""
+
+from samebits.tensors.compare import Comparison, compare, compare_trees, tolerances_for
+from samebits.tensors.digest import digest, digest_tree
+from samebits.tensors.flatten import flatten
+
+__all__ = ["Comparison", "compare", "compare_trees", "digest", "digest_tree", "flatten", "tolerances_for"]
