@@ -1,0 +1,46 @@
+"""samebits: reproducible, fast, memory-safe PyTorch inference, and the proof.
+
+*Same input, same bits.* The public API is imported lazily, so that ``import samebits`` and the
+CLI's ``--help`` do not pay for importing torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from samebits._version import __version__
+
+_EXPORTS = {
+    "deterministic": "samebits.determinism",
+    "fast": "samebits.determinism",
+    "seed_everything": "samebits.determinism",
+    "isolate_rng": "samebits.determinism",
+    "dataloader_kwargs": "samebits.determinism",
+    "worker_init_fn": "samebits.determinism",
+    "DeterminismRecord": "samebits.determinism",
+    "Fingerprint": "samebits.fingerprint",
+    "flatten": "samebits.tensors",
+    "digest": "samebits.tensors",
+    "digest_tree": "samebits.tensors",
+    "compare": "samebits.tensors",
+    "tolerances_for": "samebits.tensors",
+    "load_model": "samebits.models",
+    "ModelInputs": "samebits.models",
+    "UserError": "samebits.errors",
+    "SamebitsError": "samebits.errors",
+}
+
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'samebits' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

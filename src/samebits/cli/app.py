@@ -1,0 +1,55 @@
+"""The ``samebits`` command: subcommands, ``--version``, ``--debug``, and the one place that turns
+user errors into a one-line message and exit code 2."""
+
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+import typer
+
+from samebits._version import __version__
+from samebits.cli import demo, env, run
+from samebits.errors import UserError
+
+app = typer.Typer(
+    name="samebits",
+    help="Reproducible, fast, memory-safe PyTorch inference, and the proof: same input, same bits.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"samebits {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Optional[bool] = typer.Option(None, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    debug: bool = typer.Option(False, "--debug", help="Show full tracebacks for errors."),
+) -> None:
+    """Exit codes: 0 all good, 1 the check found what it looks for, 2 usage or input error."""
+
+
+env.register(app)
+run.register(app)
+demo.register(app)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the CLI; a :class:`UserError` becomes one line on stderr and exit code 2."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    own = args[: args.index("--")] if "--" in args else args
+    try:
+        app(args=args, prog_name="samebits")  # exits through SystemExit; usage errors exit 2
+    except UserError as exc:
+        if "--debug" in own:
+            raise
+        typer.echo(f"samebits: error: {exc}", err=True)
+        sys.exit(2)

@@ -1,0 +1,97 @@
+"""``samebits env``: this machine's fingerprint, or the difference between two."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from samebits.cli.output import consoles, write_json
+from samebits.errors import UserError
+
+ENV_DIFF_SCHEMA_VERSION = 1
+
+
+def load_fingerprint(path: str):  # -> Fingerprint
+    """Read a fingerprint JSON file written by ``samebits env --json``; bad files are user errors."""
+    from samebits.fingerprint import Fingerprint
+
+    p = Path(path)
+    if not p.is_file():
+        raise UserError(f"fingerprint file '{path}' does not exist")
+    try:
+        return Fingerprint.from_dict(json.loads(p.read_text()))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UserError(f"'{path}' is not JSON ({exc}); write one with `samebits env --json FILE`") from None
+    except (ValueError, TypeError) as exc:
+        raise UserError(f"'{path}' is not a samebits fingerprint: {exc}") from None
+
+
+def env_command(
+    other: Optional[str] = typer.Argument(None, metavar="[B.json]", help="With --diff: the second fingerprint (default: this machine)."),
+    diff: Optional[str] = typer.Option(None, "--diff", metavar="A.json", help="Compare fingerprint A with B (or with this machine)."),
+    json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH", help="Also write the report as JSON ('-' for stdout)."),
+    devices: bool = typer.Option(True, "--devices/--no-devices", help="List CUDA devices (initialises CUDA where present)."),
+) -> None:
+    """Show everything about this machine that can change a model's bits.
+
+    With --diff, list the fields that differ, each with its likely effect on bits; exits 1 when
+    a field that changes bits differs, 0 otherwise.
+    """
+    from samebits.fingerprint import Fingerprint
+
+    console = consoles(json_path)
+    if other is not None and diff is None:
+        raise UserError("a second fingerprint file is only read with --diff A.json [B.json]")
+    if diff is None:
+        fp = Fingerprint.capture(devices=devices)
+        write_json({"kind": "fingerprint", **fp.to_dict()}, json_path)
+        _render_fingerprint(console, fp.to_dict())
+        return
+    a = load_fingerprint(diff)
+    b = load_fingerprint(other) if other else Fingerprint.capture(devices=devices)
+    changes = a.diff(b)
+    write_json(
+        {
+            "kind": "env-diff",
+            "schema_version": ENV_DIFF_SCHEMA_VERSION,
+            "a": diff,
+            "b": other or "this machine",
+            "changes": [c.to_dict() for c in changes],
+        },
+        json_path,
+    )
+    if not changes:
+        console.print(f"No differences between {diff} and {other or 'this machine'}.")
+        return
+    table = Table("field", diff, other or "this machine", "likely effect", title="Fingerprint differences")
+    for c in changes:
+        table.add_row(("[bold]" if c.affects_bits else "") + c.field, _short(c.old), _short(c.new), c.note)
+    console.print(table)
+    affecting = sum(c.affects_bits for c in changes)
+    console.print(f"{len(changes)} field(s) differ, {affecting} of them can change bits.")
+    if affecting:
+        raise typer.Exit(1)
+
+
+def _short(value: object) -> str:
+    text = json.dumps(value) if not isinstance(value, str) else value
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _render_fingerprint(console, data: dict) -> None:
+    from samebits.fingerprint.diff import flatten_fields
+
+    table = Table("field", "value", title="samebits environment fingerprint", box=None, title_justify="left")
+    for field, value in flatten_fields(data).items():
+        if field in ("kind", "schema_version"):
+            continue
+        table.add_row(field, _short(value) if not isinstance(value, str) else value)
+    console.print(table)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("env")(env_command)
