@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import os
 from typing import Any, Callable
 
@@ -73,83 +72,6 @@ def mkldnn_deterministic() -> Switch:
     return attr(lambda: B.mkldnn, "deterministic", "torch.backends.mkldnn.deterministic", _no_mkldnn)
 
 
-@dataclasses.dataclass(frozen=True)
-class TF32State:
-    """TF32 of one library in both API families: the legacy bool (or why it cannot be read) and
-    the newer per-op ``fp32_precision`` values (empty where this torch lacks that API)."""
-
-    legacy: Any
-    precision: tuple[tuple[str, str], ...]
-
-    def __repr__(self) -> str:
-        new = ", ".join(f"{op}={value}" for op, value in self.precision)
-        return f"allow_tf32={self.legacy!r}" + (f"; fp32_precision {new}" if new else "")
-
-
-def tf32_switch(prefix: str, owner: Callable[[], Any], ops: tuple[str, ...], inert: Callable[[], str | None]) -> Switch:
-    """TF32 for one library (cuBLAS or cuDNN), written through the API family already in use.
-
-    torch has a legacy API (``allow_tf32``) and a newer one (``fp32_precision``) that raise
-    when mixed. Where the legacy flag reads cleanly, the legacy setter is used (it keeps both
-    views consistent); where reading it raises, the user has used the new API, so the per-op
-    ``fp32_precision`` values are written instead. Restoring writes the legacy value back
-    first and then every per-op value exactly, which leaves both views as they were.
-    """
-    op_owner = (lambda op: owner()) if ops == ("",) else (lambda op: getattr(owner(), op))
-
-    def read() -> TF32State:
-        legacy = read_switch(Switch(prefix, lambda: owner().allow_tf32, lambda v: None))
-        if is_missing(legacy):
-            raise AttributeError("allow_tf32")
-        precision = []
-        for op in ops:
-            value = read_switch(Switch(op, lambda op=op: op_owner(op).fp32_precision, lambda v: None))
-            if not is_missing(value):
-                precision.append((op or "matmul", value))
-        return TF32State(legacy, tuple(precision))
-
-    def write(allow: bool) -> None:
-        state = read()
-        if isinstance(state.legacy, bool) or not state.precision:
-            owner().allow_tf32 = allow
-        else:
-            for op in ops:
-                op_owner(op).fp32_precision = "tf32" if allow else "ieee"
-
-    def matches(state: TF32State, allow: bool) -> bool:
-        if isinstance(state.legacy, bool):
-            return state.legacy == allow
-        return all(value == ("tf32" if allow else "ieee") for _, value in state.precision)
-
-    def restore(state: TF32State) -> None:
-        if isinstance(state.legacy, bool):
-            owner().allow_tf32 = state.legacy
-        for op, value in state.precision:
-            op_owner("" if op == "matmul" else op).fp32_precision = value
-
-    return Switch(f"{prefix} TF32", read, write, inert, matches=matches, restore=restore)
-
-
-def tf32_switches() -> list[Switch]:
-    """TF32 switches for cuBLAS matmuls and cuDNN convolutions/RNNs."""
-    return [
-        tf32_switch("torch.backends.cuda.matmul", lambda: B.cuda.matmul, ("",), _no_cuda),
-        tf32_switch("torch.backends.cudnn", lambda: B.cudnn, ("conv", "rnn"), _no_cudnn),
-    ]
-
-
-def mkldnn_precision() -> list[Switch]:
-    """oneDNN's per-op fp32 precision (``bf16``/``tf32`` change bits on CPUs that support them)."""
-    return [
-        attr(lambda op=op: getattr(B.mkldnn, op), "fp32_precision", f"torch.backends.mkldnn.{op}.fp32_precision", _no_mkldnn)
-        for op in ("matmul", "conv", "rnn")
-    ]
-
-
-def float32_matmul_precision() -> Switch:
-    return getset(torch.get_float32_matmul_precision, torch.set_float32_matmul_precision, "torch.get_float32_matmul_precision")
-
-
 def reduced_precision_reductions() -> list[Switch]:
     C = torch._C
     matmul = lambda: B.cuda.matmul  # noqa: E731
@@ -215,13 +137,9 @@ def cublas_workspace() -> Switch:
 
 
 def all_flags() -> list[Switch]:
-    """Every switch, for snapshots and the environment fingerprint (TF32 in both API families)."""
+    """Every switch but float32 precision (see :mod:`precision`), for snapshots and fingerprints."""
     switches = [deterministic_algorithms(), fill_uninitialized_memory(), *cudnn_flags(), mkldnn_deterministic()]
-    switches += tf32_switches()
-    switches += [attr(lambda: B, "fp32_precision", "torch.backends.fp32_precision")]
-    switches += [attr(lambda: B.cudnn, "fp32_precision", "torch.backends.cudnn.fp32_precision")]
-    switches += [attr(lambda: B.mkldnn, "fp32_precision", "torch.backends.mkldnn.fp32_precision"), *mkldnn_precision()]
-    switches += [float32_matmul_precision(), *reduced_precision_reductions()]
+    switches += reduced_precision_reductions()
     switches += [sw for sw, _ in sdpa_backends(False)]
     switches += [intra_op_threads(), getset(torch.get_num_interop_threads, torch.set_num_interop_threads, "torch.get_num_interop_threads")]
     return switches
@@ -229,7 +147,9 @@ def all_flags() -> list[Switch]:
 
 def snapshot() -> dict[str, Any]:
     """The value of every switch torch has (a read that raises is recorded as such)."""
-    values = {}
+    from samebits.determinism.precision import views
+
+    values = views()
     for sw in all_flags():
         value = read_switch(sw)
         if not is_missing(value):

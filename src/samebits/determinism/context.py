@@ -5,11 +5,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import os
 import sys
 from typing import Any
 
 from samebits.determinism import catalog
-from samebits.determinism.rng import capture_rng_states, check_seed, restore_rng_states, seed_everything
+from samebits.determinism.precision import fp32_precision_switch
+from samebits.determinism.rng import capture_rng_states, check_seed, restore_rng_states, seed_rngs
 from samebits.determinism.switches import SwitchChange, SwitchSession
 
 RUN_HINT = "start the interpreter with `samebits run -- python ...` (or export PYTHONHASHSEED before it starts)"
@@ -69,10 +71,12 @@ class _Profile(contextlib.ContextDecorator):
         seed = self._seed()
         rng = capture_rng_states(self.device) if seed is not None else None
         self._stack.append((session, rng))
+        env_before = set(os.environ)
         try:
             self._apply(session)
+            _note_env_side_effects(session, env_before)
             if seed is not None:
-                seed_everything(seed, device=self.device)
+                seed_rngs(seed, device=self.device)
                 session.note(_rng_change(seed, rng, self.device))
         except BaseException:
             self._exit()
@@ -90,6 +94,14 @@ class _Profile(contextlib.ContextDecorator):
             restore_rng_states(rng)
 
 
+def _note_env_side_effects(session: SwitchSession, before: set[str]) -> None:
+    """torch sets some variables while flags change (``use_deterministic_algorithms`` sets
+    ``TORCHINDUCTOR_CACHE_DIR``); they are recorded and removed on exit like any switch."""
+    for var in sorted(set(os.environ) - before):
+        switch = catalog.env_switch(var)
+        session.set_external(switch, None, note="set by torch while the switches changed")
+
+
 def _rng_change(seed: int, before: dict[str, Any] | None, device: str | None) -> SwitchChange:
     names = ", ".join(before or {})
     digest = hashlib.sha256(repr(before).encode()).hexdigest()[:12]
@@ -97,8 +109,6 @@ def _rng_change(seed: int, before: dict[str, Any] | None, device: str | None) ->
 
 
 def _hash_seed_entry() -> SwitchChange:
-    import os
-
     value = os.environ.get("PYTHONHASHSEED")
     if sys.flags.hash_randomization:
         note = f"hash randomisation is active in this interpreter; setting PYTHONHASHSEED now does nothing: {RUN_HINT}"
@@ -149,11 +159,7 @@ class deterministic(_Profile):
         session.set(cudnn_det, True)
         session.set(cudnn_bench, False)
         session.set(catalog.mkldnn_deterministic(), True)
-        for switch in catalog.tf32_switches():
-            session.set(switch, False)
-        for switch in catalog.mkldnn_precision():
-            session.set(switch, "ieee")
-        session.set(catalog.float32_matmul_precision(), "highest")
+        session.set(fp32_precision_switch(), False)
         for switch in catalog.reduced_precision_reductions():
             session.set(switch, False)
         if self.sdpa_math:
@@ -178,6 +184,4 @@ class fast(_Profile):
         cudnn_det, cudnn_bench = catalog.cudnn_flags()
         session.set(cudnn_det, False)
         session.set(cudnn_bench, True)
-        for switch in catalog.tf32_switches():
-            session.set(switch, True)
-        session.set(catalog.float32_matmul_precision(), "high")
+        session.set(fp32_precision_switch(), True)

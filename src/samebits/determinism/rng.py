@@ -43,14 +43,19 @@ def seed_everything(seed: int = 0, *, device: str | None = None) -> int:
     ``samebits run`` for ``PYTHONHASHSEED`` (which only works before the interpreter starts).
     CUDA generators that are not initialised yet are seeded lazily by torch when CUDA starts.
     """
+    seed_rngs(seed, device=device)
+    os.environ["SAMEBITS_SEED"] = str(seed)
+    return seed
+
+
+def seed_rngs(seed: int, *, device: str | None = None) -> None:
+    """Seed Python ``random``, NumPy's global RNG and torch (CPU and CUDA); nothing else."""
     check_seed(seed)
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)  # also seeds CUDA devices (lazily when CUDA is not initialised)
     if cuda_rng_in_reach(device):
         torch.cuda.manual_seed_all(seed)
-    os.environ["SAMEBITS_SEED"] = str(seed)
-    return seed
 
 
 def capture_rng_states(device: str | None = None) -> dict[str, Any]:

@@ -106,6 +106,12 @@ class SwitchSession:
         self._undo.append((switch, old, change))
         return change
 
+    def set_external(self, switch: Switch, old: Any, note: str) -> None:
+        """Record a switch that something else changed from ``old``, so that it is undone too."""
+        change = SwitchChange(switch.name, old, read_switch(switch), changed=True, effective=True, note=note)
+        self.changes.append(change)
+        self._undo.append((switch, old, change))
+
     def note(self, change: SwitchChange) -> None:
         """Record a change made elsewhere (RNG seeding, a report-only entry)."""
         self.changes.append(change)

@@ -1,0 +1,42 @@
+"""Shared test helpers: a scrubbed environment and a way to run the CLI in a fresh process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from samebits.fingerprint import BIT_ENV_VARS
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def scrubbed_env(**extra: str) -> dict[str, str]:
+    """This environment without any variable that changes bits, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if k not in BIT_ENV_VARS}
+    env.update(extra)
+    return env
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, cwd: str | Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``python -m samebits ARGS`` in a fresh interpreter with a scrubbed environment."""
+    return subprocess.run(
+        [sys.executable, "-m", "samebits", *args],
+        capture_output=True,
+        text=True,
+        env=env if env is not None else scrubbed_env(),
+        cwd=cwd,
+        timeout=timeout,
+    )
+
+
+def run_python(code: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env if env is not None else scrubbed_env(), timeout=timeout)
+
+
+@pytest.fixture
+def cli():
+    return run_cli
