@@ -97,7 +97,8 @@ class _Profile(contextlib.ContextDecorator):
 def _note_env_side_effects(session: SwitchSession, before: set[str]) -> None:
     """torch sets some variables while flags change (``use_deterministic_algorithms`` sets
     ``TORCHINDUCTOR_CACHE_DIR``); they are recorded and removed on exit like any switch."""
-    for var in sorted(set(os.environ) - before):
+    own = set(session.names())
+    for var in sorted(set(os.environ) - before - own):
         switch = catalog.env_switch(var)
         session.set_external(switch, None, note="set by torch while the switches changed")
 

@@ -106,6 +106,9 @@ class SwitchSession:
         self._undo.append((switch, old, change))
         return change
 
+    def names(self) -> list[str]:
+        return [c.name for c in self.changes]
+
     def set_external(self, switch: Switch, old: Any, note: str) -> None:
         """Record a switch that something else changed from ``old``, so that it is undone too."""
         change = SwitchChange(switch.name, old, read_switch(switch), changed=True, effective=True, note=note)
