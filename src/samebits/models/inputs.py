@@ -53,7 +53,7 @@ def parse_dtype(name: str) -> torch.dtype:
 
 def parse_shape(text: str) -> tuple[int, ...]:
     try:
-        shape = tuple(int(part) for part in text.replace("x", ",").split(",") if part.strip())
+        shape = tuple(int(part) for part in text.split(","))
     except ValueError:
         raise UserError(f"--input-shape '{text}' is not a comma-separated list of sizes, e.g. 4,3,32,32") from None
     if not shape or any(s < 0 for s in shape):
