@@ -1,0 +1,46 @@
+import sys
+from pathlib import Path
+
+from samebits import __version__
+
+from conftest import run_cli, run_python
+
+
+def test_version():
+    result = run_cli("--version")
+    assert result.returncode == 0 and result.stdout.strip() == f"samebits {__version__}"
+
+
+def test_help_does_not_import_torch():
+    code = "import sys\nfrom samebits.cli.app import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\nprint('torch' in sys.modules)"
+    result = run_python(code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "False"
+    assert "env" in result.stdout and "run" in result.stdout
+
+
+def test_user_error_is_one_line_with_exit_2_and_debug_shows_the_traceback(tmp_path):
+    missing = str(tmp_path / "nope.json")
+    plain = run_cli("env", "--diff", missing)
+    assert plain.returncode == 2
+    assert plain.stderr.strip() == f"samebits: error: fingerprint file '{missing}' does not exist"
+    debug = run_cli("--debug", "env", "--diff", missing)
+    assert debug.returncode != 0 and "Traceback" in debug.stderr and "UserError" in debug.stderr
+
+
+def test_usage_errors_exit_2():
+    assert run_cli("no-such-command").returncode == 2
+    assert run_cli("env", "b.json").returncode == 2  # a second file needs --diff
+
+
+def test_demo_list_shows_every_demo():
+    result = run_cli("demo", "list")
+    assert result.returncode == 0
+    for name in ("demo:mlp", "demo:cnn", "demo:transformer", "demo:detector"):
+        assert name in result.stdout
+    assert "list[dict(boxes, scores, labels)]" in result.stdout  # rich markup does not eat brackets
+
+
+def test_console_script_is_installed():
+    script = Path(sys.executable).parent / "samebits"
+    assert script.exists(), "pip install -e . should install the samebits console script"
