@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from samebits._version import __version__
-from samebits.cli import demo, env, run
+from samebits.cli import check, demo, env, run
 from samebits.errors import UserError
 
 app = typer.Typer(
@@ -37,6 +37,7 @@ def _root(
     """Exit codes: 0 all good, 1 the check found what it looks for, 2 usage or input error."""
 
 
+check.register(app)
 env.register(app)
 run.register(app)
 demo.register(app)

@@ -1,0 +1,144 @@
+"""The check's results: per-axis verdicts, where a divergence starts, its causes and fixes."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any, Literal
+
+from samebits.tensors.compare import TreeComparison
+
+SCHEMA_VERSION = 1
+AxisVerdict = Literal["identical", "close", "diverged", "skipped", "error"]
+AXES = ("repeat", "seed", "state", "process", "threads", "batch")
+
+
+@dataclasses.dataclass
+class Difference:
+    """How two outputs differ, at the path that differs most."""
+
+    path: str
+    mismatched: int
+    numel: int
+    max_abs: float
+    max_rel: float
+    max_ulp: int | None
+    message: str
+
+    @classmethod
+    def from_comparison(cls, result: TreeComparison) -> Difference | None:
+        worst = next((c for c in result.items if c.verdict == "diverged"), None) or result.first_difference()
+        if worst is None:
+            return None
+        return cls(worst.path or "<output>", worst.mismatched, worst.numel, worst.max_abs, worst.max_rel, worst.max_ulp, worst.message())
+
+
+@dataclasses.dataclass
+class Growth:
+    """The difference at one module after the origin, on the way to the output."""
+
+    module: str
+    type: str
+    max_abs: float
+    mismatched_pct: float
+
+
+@dataclasses.dataclass
+class Origin:
+    """The first module whose output differs while its inputs were identical."""
+
+    module: str
+    type: str
+    inputs_identical: bool
+    note: str = ""
+    difference: Difference | None = None
+    growth: list[Growth] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass
+class AxisResult:
+    """One axis: a controlled variation, how many runs agreed, and what differed."""
+
+    axis: str
+    verdict: AxisVerdict
+    runs: int = 0
+    agreed: int = 0
+    summary: str = ""
+    reason: str = ""
+    difference: Difference | None = None
+    origin: Origin | None = None
+    details: dict[str, Any] = dataclasses.field(default_factory=dict)
+    seconds: float = 0.0
+
+
+@dataclasses.dataclass
+class Cause:
+    """A cause found by measurement, the measurement that proves it, and the fix."""
+
+    code: str
+    axis: str
+    summary: str
+    evidence: str
+    fix: str
+    verified: bool | None = None  # True: re-running with the fix removed the divergence
+
+
+@dataclasses.dataclass
+class CheckReport:
+    """Everything ``samebits check`` found. ``ok`` is True when no axis diverged or errored."""
+
+    model: str
+    inputs: str
+    axes: list[AxisResult]
+    causes: list[Cause]
+    fingerprint: dict[str, Any]
+    localization: str | None = None  # why module localisation is unavailable, if it is
+    seconds: float = 0.0
+    schema_version: int = SCHEMA_VERSION
+
+    def axis(self, name: str) -> AxisResult:
+        for result in self.axes:
+            if result.axis == name:
+                return result
+        raise KeyError(name)
+
+    @property
+    def diverged(self) -> list[AxisResult]:
+        return [a for a in self.axes if a.verdict == "diverged"]
+
+    @property
+    def errored(self) -> list[AxisResult]:
+        return [a for a in self.axes if a.verdict == "error"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.diverged and not self.errored
+
+    @property
+    def exit_code(self) -> int:
+        """1 when any axis diverged; else 2 when any errored; else 0."""
+        return 1 if self.diverged else 2 if self.errored else 0
+
+    def headline(self) -> str:
+        """One sentence: what is wrong and the first thing to do."""
+        ran = [a for a in self.axes if a.verdict in ("identical", "close")]
+        if self.diverged:
+            names = ", ".join(a.axis for a in self.diverged)
+            if self.causes:
+                first = self.causes[0]
+                return f"Outputs change across {names}: {first.summary}. First do: {first.fix}."
+            return f"Outputs change across {names}; see the details below."
+        if self.errored:
+            return f"No divergence in {len(ran)} axes, but {', '.join(a.axis for a in self.errored)} could not run."
+        close = [a.axis for a in ran if a.verdict == "close"]
+        if close:
+            return f"Every axis that ran agrees within the tolerance ({', '.join(close)} not bit for bit)."
+        return f"Same input, same bits: all {len(ran)} axes that ran are identical."
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data.update(kind="check", ok=self.ok, exit_code=self.exit_code, headline=self.headline())
+        return data
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=True, default=str)

@@ -1,0 +1,117 @@
+"""``samebits check``: run a model under every variation that changes bits."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from samebits.cli import inputs as opts
+from samebits.cli.output import consoles, write_json
+from samebits.errors import UserError
+
+STYLE = {"identical": "green", "close": "yellow", "diverged": "bold red", "skipped": "dim", "error": "magenta"}
+
+
+def _ints(text: Optional[str], name: str) -> Optional[tuple[int, ...]]:
+    if text is None:
+        return None
+    try:
+        return tuple(int(p) for p in text.split(","))
+    except ValueError:
+        raise UserError(f"{name} must be a comma-separated list of integers, e.g. 1,2,4") from None
+
+
+def check_command(
+    model: str = opts.ModelArg,
+    input_file: Optional[str] = opts.InputOpt,
+    input_shape: Optional[list[str]] = opts.ShapeOpt,
+    dtype: Optional[list[str]] = opts.DtypeOpt,
+    int_range: Optional[str] = opts.IntRangeOpt,
+    axes: str = typer.Option("repeat,seed,state,process,threads,batch", "--axes", help="Axes to run, comma-separated."),
+    runs: int = typer.Option(3, "--runs", help="Runs on the repeat and seed axes."),
+    processes: int = typer.Option(2, "--processes", help="Fresh processes on the process axis."),
+    threads: Optional[str] = typer.Option(None, "--threads", metavar="1,N", help="Thread counts on the threads axis [default: 1 and this machine's]."),
+    batch_sizes: str = typer.Option("1,2,3,4,7,8,16,32", "--batch-sizes", help="Batch sizes on the batch axis."),
+    batch_dim: int = typer.Option(0, "--batch-dim", help="The batch dimension of the inputs."),
+    atol: Optional[float] = typer.Option(None, "--atol", help="Absolute tolerance (with --rtol); default: bits."),
+    rtol: Optional[float] = typer.Option(None, "--rtol", help="Relative tolerance (with --atol); default: bits."),
+    seed: int = typer.Option(0, "--seed", help="Seed for the runs and for random inputs."),
+    device: str = typer.Option("cpu", "--device", help="cpu or cuda."),
+    timeout: float = typer.Option(120.0, "--timeout", help="Seconds each child process may take."),
+    no_localize: bool = typer.Option(False, "--no-localize", help="Skip finding the first divergent module."),
+    json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH", help="Also write the report as JSON ('-' for stdout)."),
+) -> None:
+    """Run MODEL under every variation that changes bits; say which axes change them, where the
+    difference starts (the first module), why (found by controlled re-runs) and the fix.
+
+    Exit 0 when every axis is identical (or close within --atol/--rtol), 1 when one diverged,
+    2 on bad input or when an axis could not run and none diverged.
+    """
+    from samebits.check import check
+    from samebits.tensors.compare import check_tolerances
+
+    console = consoles(json_path)
+    tol_a, tol_r = check_tolerances(atol, rtol)
+    loaded, inputs, model_dtype = opts.load_target(model, input_file, input_shape, dtype, int_range, seed)
+    status = Console(stderr=True).status("checking", spinner="dots")
+    with status:
+        report = check(
+            loaded,
+            inputs,
+            progress=lambda message: status.update(escape(message)),
+            axes=tuple(a.strip() for a in axes.split(",") if a.strip()),
+            runs=runs,
+            processes=processes,
+            threads=_ints(threads, "--threads"),
+            batch_sizes=_ints(batch_sizes, "--batch-sizes") or (),
+            batch_dim=batch_dim,
+            atol=tol_a,
+            rtol=tol_r,
+            seed=seed,
+            device=device,
+            dtype=model_dtype,
+            timeout=timeout,
+            localize=not no_localize,
+        )
+    write_json(report.to_dict(), json_path)
+    render(console, report)
+    raise typer.Exit(report.exit_code)
+
+
+def render(console: Console, report) -> None:  # report: CheckReport
+    console.print(f"[bold]{escape(report.headline())}[/bold]")
+    console.print(f"MODEL {escape(report.model)}, inputs {escape(report.inputs)}, {report.seconds:.1f} s\n")
+    table = Table("axis", "verdict", "agreed", "what was measured", box=None)
+    for a in report.axes:
+        agreed = f"{a.agreed}/{a.runs}" if a.runs else ""
+        table.add_row(a.axis, f"[{STYLE[a.verdict]}]{a.verdict}[/]", agreed, escape(a.summary or a.reason))
+    console.print(table)
+    for a in report.axes:
+        if a.verdict not in ("diverged", "close"):
+            continue
+        console.print(f"\n[bold]{a.axis}[/bold]: {escape(a.summary)}")
+        if a.difference:
+            console.print(escape(f"at {a.difference.path}: {a.difference.message}"))
+        if a.origin:
+            o = a.origin
+            console.print(f"starts in [bold]{escape(o.module)}[/bold] ({escape(o.type)})" + (f": {escape(o.note)}" if o.note else ""))
+            if o.growth:
+                grow = Table("module", "type", "max abs diff", "elements differing", box=None, padding=(0, 2))
+                for g in o.growth:
+                    grow.add_row(escape(g.module), escape(g.type), f"{g.max_abs:.3g}", f"{g.mismatched_pct:.1f}%")
+                console.print(grow)
+    if report.causes:
+        console.print("\n[bold]Causes[/bold] (each measured)")
+        for c in report.causes:
+            mark = " (verified by re-run)" if c.verified else ""
+            console.print(f"- [bold]{escape(c.code)}[/bold]: {escape(c.summary)}\n  evidence: {escape(c.evidence)}{mark}\n  fix: {escape(c.fix)}")
+    if report.localization:
+        console.print(f"\n{escape(report.localization)}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("check")(check_command)

@@ -1,0 +1,137 @@
+"""Fresh interpreters that load the same model and inputs and hand back traces as files."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from samebits.models.inputs import ModelInputs
+from samebits.probe.trace import Trace
+
+
+@dataclasses.dataclass
+class ChildJob:
+    """One child: its environment overrides and what it should run."""
+
+    label: str
+    env: dict[str, str]
+    threads: int | None = None
+    keep: list[str] | None = None
+
+
+@dataclasses.dataclass
+class ChildResult:
+    label: str
+    trace: Trace | None
+    error: str | None
+    seconds: float
+    kept: dict[str, dict[str, torch.Tensor]] = dataclasses.field(default_factory=dict)
+    threads: int | None = None
+
+
+def unshippable_reason(model: Any) -> str | None:
+    """Why an in-memory model cannot be sent to a child process, or ``None`` if it can be tried."""
+    if not isinstance(model, nn.Module):
+        return f"a {type(model).__name__} cannot be sent to a child process"
+    for module in model.modules():
+        cls = type(module)
+        if cls.__module__ == "__main__":
+            return f"class {cls.__name__} is defined in __main__, which a child process cannot import"
+        if "<locals>" in cls.__qualname__:
+            return f"class {cls.__qualname__} is defined inside a function, which a child process cannot import"
+    return None
+
+
+class ChildRunner:
+    """Owns a private temporary folder with the model (or its spec) and inputs, and runs children."""
+
+    def __init__(self, model: Any, inputs: ModelInputs, *, spec: str | None, seed: int, device: str, dtype: str | None, timeout: float) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="samebits-"))  # mode 0700: private to this user
+        self.timeout = timeout
+        self.base: dict[str, Any] = {"seed": seed, "device": device, "dtype": dtype}
+        torch.save({"args": list(inputs.args), "kwargs": inputs.kwargs}, self.folder / "inputs.pt")
+        self.base["inputs"] = str(self.folder / "inputs.pt")
+        self.skip_reason: str | None = None
+        if spec is not None:
+            self.base["spec"] = spec
+        else:
+            self.skip_reason = unshippable_reason(model)
+            if self.skip_reason is None:
+                try:
+                    torch.save(model, self.folder / "model.pt")
+                    self.base["model_file"] = str(self.folder / "model.pt")
+                except Exception as exc:  # e.g. a lambda or an open file inside the model
+                    self.skip_reason = f"the model cannot be pickled for a child process ({type(exc).__name__}: {exc})"
+
+    def close(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def __enter__(self) -> ChildRunner:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def run(self, jobs: list[ChildJob], parallel: int | None = None) -> list[ChildResult]:
+        """Run ``jobs`` (at most ``parallel`` at once); each result carries its trace or its error."""
+        parallel = parallel or max(1, min(len(jobs), os.cpu_count() or 1))
+        results: dict[int, ChildResult] = {}
+        queue = list(enumerate(jobs))
+        running: list[tuple[int, ChildJob, subprocess.Popen[bytes], float, Path]] = []
+        # Children start at once up to ``parallel``; bits do not depend on how busy the machine is.
+        while queue or running:
+            while queue and len(running) < parallel:
+                i, job = queue.pop(0)
+                running.append((i, job, *self._start(i, job)))
+            time.sleep(0.02)
+            for entry in list(running):
+                i, job, proc, started, out = entry
+                elapsed = time.monotonic() - started
+                if proc.poll() is None and elapsed < self.timeout:
+                    continue
+                running.remove(entry)
+                results[i] = self._collect(job, proc, elapsed, out)
+        return [results[i] for i in range(len(jobs))]
+
+    def _start(self, i: int, job: ChildJob) -> tuple[subprocess.Popen[bytes], float, Path]:
+        out = self.folder / f"child{i}-{time.monotonic_ns()}.json"
+        spec = {**self.base, "out": str(out), "threads": job.threads, "keep": job.keep}
+        job_file = out.with_suffix(".job.json")
+        job_file.write_text(json.dumps(spec))
+        env = {**os.environ, **job.env}
+        with open(out.with_suffix(".stderr"), "wb") as stderr:  # a file, so a chatty child cannot block on a full pipe
+            proc = subprocess.Popen([sys.executable, "-m", "samebits.probe.child", str(job_file)], env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+        return proc, time.monotonic(), out
+
+    def _collect(self, job: ChildJob, proc: subprocess.Popen[bytes], elapsed: float, out: Path) -> ChildResult:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+            return ChildResult(job.label, None, f"timed out after {self.timeout:g} s (raise --timeout)", elapsed)
+        stderr = out.with_suffix(".stderr").read_text(errors="replace").strip()
+        if not out.exists():
+            tail = stderr.splitlines()[-1] if stderr else "no output"
+            return ChildResult(job.label, None, f"child process exited with code {proc.returncode}: {tail}", elapsed)
+        data = json.loads(out.read_text())
+        if "error" in data:
+            return ChildResult(job.label, None, data["error"], elapsed)
+        kept: dict[str, dict[str, torch.Tensor]] = {}
+        tensors_file = Path(str(out) + ".safetensors")
+        if tensors_file.exists():
+            from safetensors.torch import load_file
+
+            for name, t in load_file(str(tensors_file)).items():
+                key, _, path = name.partition("|")
+                kept.setdefault(key, {})[path] = t
+        return ChildResult(job.label, Trace.from_dict(data["trace"]), None, elapsed, kept, data.get("threads"))

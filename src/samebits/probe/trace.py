@@ -1,0 +1,158 @@
+"""Traces: output digests plus per-module input/output digests in call order, and where two
+traces first diverge."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch import nn
+
+from samebits.models.inputs import ModelInputs
+from samebits.tensors.digest import digest_tree, leaf_digest
+from samebits.tensors.flatten import flatten
+
+
+@dataclasses.dataclass
+class ModuleCall:
+    """One call of one module: where it is, what it is, and the digests of what went in and out."""
+
+    name: str  # dotted path in named_modules(); "" is the model itself
+    type: str
+    call: int  # 0 for the first call of this module in the forward, 1 for the second, ...
+    inputs: str  # one digest over all inputs
+    outputs: str  # one digest over all outputs
+
+    @property
+    def key(self) -> str:
+        return f"{self.name or '<model>'}#{self.call}"
+
+    @property
+    def label(self) -> str:
+        base = self.name or "<model>"
+        return base if self.call == 0 else f"{base} (call {self.call + 1})"
+
+
+@dataclasses.dataclass
+class Trace:
+    """Digests of one forward: each output path, and each module call in completion order."""
+
+    outputs: dict[str, str]
+    modules: list[ModuleCall]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"outputs": self.outputs, "modules": [dataclasses.asdict(m) for m in self.modules]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Trace:
+        return cls(dict(data["outputs"]), [ModuleCall(**m) for m in data["modules"]])
+
+
+def rows_of(obj: Any, rows: tuple[int, int] | None) -> Any:
+    """With ``rows=(n, i)``: every tensor whose leading dim is ``n`` replaced by its row ``i`` (kept 1-long)."""
+    if rows is None:
+        return obj
+    n, i = rows
+    return {path: (leaf[i : i + 1] if isinstance(leaf, torch.Tensor) and leaf.dim() and leaf.shape[0] == n else leaf) for path, leaf in flatten(obj).items()}
+
+
+def _tree_digest(obj: Any, rows: tuple[int, int] | None) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    try:
+        leaves = flatten(rows_of(obj, rows))
+    except TypeError:
+        return "unhashable"
+    for path, leaf in leaves.items():
+        h.update(f"{path}={leaf_digest(leaf)};".encode())
+    return h.hexdigest()
+
+
+@contextlib.contextmanager
+def module_hooks(model: Any, rows: tuple[int, int] | None = None, keep: set[str] | None = None) -> Iterator[tuple[list[ModuleCall], dict[str, Any]]]:
+    """Record every module call of ``model`` while the block runs.
+
+    Yields ``(calls, kept)``: the calls in completion order (children before their parent) and,
+    for the call keys in ``keep``, the output tensors themselves (on CPU). Models hooks cannot see
+    into (not an ``nn.Module``) record nothing.
+    """
+    calls: list[ModuleCall] = []
+    kept: dict[str, Any] = {}
+    handles = []
+    if isinstance(model, nn.Module) and not isinstance(model, torch.jit.ScriptModule):
+        counts: dict[str, int] = {}
+        pending: dict[int, list[str]] = {}
+
+        def pre(name: str):
+            def hook(module: nn.Module, args: Any, kwargs: Any) -> None:
+                pending.setdefault(id(module), []).append(_tree_digest((args, kwargs), rows))
+
+            return hook
+
+        def post(name: str):
+            def hook(module: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
+                call = counts.get(name, 0)
+                counts[name] = call + 1
+                inputs = pending[id(module)].pop() if pending.get(id(module)) else ""
+                record = ModuleCall(name, type(module).__name__, call, inputs, _tree_digest(output, rows))
+                calls.append(record)
+                if keep is not None and record.key in keep:
+                    kept[record.key] = _detach(rows_of(output, rows))
+
+            return hook
+
+        for name, module in model.named_modules():
+            handles.append(module.register_forward_pre_hook(pre(name), with_kwargs=True))
+            handles.append(module.register_forward_hook(post(name), with_kwargs=True))
+    try:
+        yield calls, kept
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def _detach(obj: Any) -> Any:
+    return {p: (v.detach().cpu().clone() if isinstance(v, torch.Tensor) else v) for p, v in flatten(obj).items()}
+
+
+def traced_forward(model: Any, inputs: ModelInputs, rows: tuple[int, int] | None = None, keep: set[str] | None = None) -> tuple[Any, Trace, dict[str, Any]]:
+    """Run one forward under ``torch.no_grad()`` with hooks; return (output, trace, kept tensors)."""
+    with module_hooks(model, rows, keep) as (calls, kept), torch.no_grad():
+        output = inputs.call(model)
+    return output, Trace(digest_tree(rows_of(output, rows)), list(calls)), dict(kept)
+
+
+def plain_forward(model: Any, inputs: ModelInputs) -> Any:
+    with torch.no_grad():
+        return inputs.call(model)
+
+
+@dataclasses.dataclass
+class Divergence:
+    """Where two traces first differ: the module call whose output changed while its inputs did not."""
+
+    call: ModuleCall
+    inputs_identical: bool
+    index: int  # position in the first trace's call list
+    later: list[ModuleCall]  # the calls after it whose outputs also differ, in order
+
+
+def first_divergence(a: Trace, b: Trace) -> Divergence | None:
+    """The first module call (in completion order) whose output digests differ between ``a`` and ``b``.
+
+    When that call's inputs differed too, the difference began in code between modules (in the
+    parent's own forward); the parent is then the first call with identical inputs that differs,
+    found further up. ``None`` when no module output differs (or there are no module calls).
+    """
+    other = {m.key: m for m in b.modules}
+    differing = [(i, m) for i, m in enumerate(a.modules) if m.key in other and other[m.key].outputs != m.outputs]
+    if not differing:
+        return None
+    origin = next(((i, m) for i, m in differing if other[m.key].inputs == m.inputs), differing[0])
+    i, call = origin
+    later = [m for j, m in differing if j > i]
+    return Divergence(call, other[call.key].inputs == call.inputs, i, later)
