@@ -58,16 +58,17 @@ def diagnose(results: dict[str, AxisResult], model: Any, rerun: Callable[[str, s
         modules = seed.details.get("modules", [])
         rngs = seed.details.get("rngs_consumed", [])
         where = ", ".join(f"{m['module']} ({m['type']}: {', '.join(m['rngs'])})" for m in modules) or "code hooks cannot see"
+        axes = ["seed"] + (["repeat"] if rngs and "repeat" in bad and "repeat" not in explained else [])
         causes.append(
             Cause(
                 "randomness-in-forward",
-                "seed",
+                ", ".join(axes),
                 f"the forward draws random numbers ({', '.join(rngs) or 'from an RNG'}) in {where}",
                 f"{seed.runs - seed.agreed + 1} of {seed.runs} re-seeded runs differ; the {', '.join(rngs)} RNG state changes during the forward",
                 "remove sampling from inference, or seed right before each call (samebits.deterministic(seed)) / pass a torch.Generator",
             )
         )
-        explained.add("seed")
+        explained.update(axes)
 
     state = results.get("state")
     if state is not None and "state" in bad and "state" not in explained:

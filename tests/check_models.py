@@ -1,0 +1,171 @@
+"""Small models with one known source of divergence each, loaded by spec (also in child processes)."""
+
+import os
+import random
+import time
+
+import numpy as np
+import torch
+from torch import nn
+
+WIDTH = 16
+
+
+class Clean(nn.Module):
+    """Row-wise ops only: batch-, thread-, process- and repeat-invariant on this CPU (measured)."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.LayerNorm(WIDTH)
+        self.act = nn.GELU()
+
+    def forward(self, x):
+        return torch.softmax(self.act(self.norm(x)) * 3.0, dim=-1)
+
+
+class Noisy(nn.Module):
+    """Draws from one RNG in its forward even in eval mode."""
+
+    def __init__(self, source):
+        super().__init__()
+        self.source = source
+
+    def forward(self, x):
+        if self.source == "torch":
+            return x + 1e-3 * torch.randn_like(x)
+        if self.source == "numpy":
+            return x + float(np.random.rand())
+        return x + random.random()
+
+
+class WithNoise(nn.Module):
+    def __init__(self, source):
+        super().__init__()
+        self.body = Clean()
+        self.noise = Noisy(source)
+
+    def forward(self, x):
+        return self.noise(self.body(x))
+
+
+class HashOrderSum(nn.Module):
+    """A running sum over a set of strings: the order, so the bits, follow Python's hash seed."""
+
+    def __init__(self):
+        super().__init__()
+        self.names = [f"feature_{i}" for i in range(12)]
+        g = torch.Generator().manual_seed(0)
+        self.values = {n: torch.randn(WIDTH, generator=g) * 10 ** float(i % 5) for i, n in enumerate(self.names)}
+
+    def forward(self, x):
+        total = torch.zeros_like(x)
+        partial = []
+        for name in set(self.names):
+            total = total + self.values[name]
+            partial.append(total)
+        return x + torch.stack(partial).sum(0)
+
+
+class BatchVariant(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.LayerNorm(WIDTH)
+        self.fc = nn.Linear(WIDTH, 64)
+
+    def forward(self, x):
+        return self.fc(self.norm(x))
+
+
+class BNTrain(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 1)
+        self.bn = nn.BatchNorm2d(4)
+
+    def forward(self, x):
+        return self.bn(self.conv(x))
+
+
+class CrashOneThread(nn.Module):
+    def forward(self, x):
+        if os.environ.get("OMP_NUM_THREADS") == "1":
+            raise RuntimeError("no single-thread kernel")
+        return x * 2
+
+
+class SlowInChildren(nn.Module):
+    def forward(self, x):
+        if os.environ.get("PYTHONHASHSEED") not in (None, "0"):
+            time.sleep(30)
+        return x + 1
+
+
+class ShapeChanges(nn.Module):
+    def forward(self, x):
+        return x[: int(torch.randint(1, x.shape[0] + 1, ()))]
+
+
+class Labels(nn.Module):
+    def forward(self, x):
+        return {"logits": x * 1.0, "label": random.choice(["cat", "dog", "bird", "fish", "ant", "bee"])}
+
+
+def _x(n=8):
+    return torch.randn(n, WIDTH, generator=torch.Generator().manual_seed(1))
+
+
+def clean():
+    torch.manual_seed(0)
+    return Clean().eval(), _x()
+
+
+def dropout_on():
+    torch.manual_seed(0)
+    model = nn.Sequential(Clean(), nn.Dropout(0.5))
+    return model.train(), _x()
+
+
+def torch_noise():
+    return WithNoise("torch").eval(), _x()
+
+
+def numpy_noise():
+    return WithNoise("numpy").eval(), _x()
+
+
+def python_noise():
+    return WithNoise("random").eval(), _x()
+
+
+def hash_order():
+    return HashOrderSum().eval(), _x()
+
+
+def batch_variant():
+    torch.manual_seed(0)
+    return BatchVariant().eval(), _x()
+
+
+def bn_train():
+    torch.manual_seed(0)
+    return BNTrain().train(), torch.randn(4, 3, 6, 6, generator=torch.Generator().manual_seed(2))
+
+
+def crash_one_thread():
+    return CrashOneThread(), _x()
+
+
+def slow_in_children():
+    return SlowInChildren(), _x()
+
+
+def shape_changes():
+    return ShapeChanges(), _x()
+
+
+def labels():
+    return Labels(), _x()
+
+
+def broken_forward():
+    return nn.Linear(3, 2), _x()

@@ -1,0 +1,201 @@
+"""samebits check: each small model has one known source; the right axis, module and cause are named."""
+
+import json
+from importlib import resources
+from pathlib import Path
+
+import jsonschema
+import pytest
+import torch
+from torch import nn
+
+from samebits.check import check
+from samebits.check.axes.batch import format_groups
+from samebits.errors import UserError
+
+from conftest import run_cli
+
+MODELS = Path(__file__).with_name("check_models.py")
+
+
+def spec(name):
+    return f"{MODELS}:{name}"
+
+
+def causes(report):
+    return {c.code: c for c in report.causes}
+
+
+def verdicts(report):
+    return {a.axis: a.verdict for a in report.axes}
+
+
+def test_clean_model_passes_every_axis():
+    report = check(spec("clean"))
+    assert verdicts(report) == dict.fromkeys(("repeat", "seed", "state", "process", "threads", "batch"), "identical")
+    assert report.ok and report.exit_code == 0 and report.causes == []
+    assert report.headline().startswith("Same input, same bits")
+
+
+def test_dropout_left_on():
+    report = check(spec("dropout_on"), axes=("repeat", "seed", "state"))
+    assert verdicts(report)["repeat"] == "diverged" and verdicts(report)["seed"] == "diverged"
+    cause = causes(report)["training-mode"]
+    assert cause.verified and "1 (Dropout)" in cause.summary and cause.fix == "call model.eval() before inference"
+    assert report.axis("repeat").origin.module == "1" and report.axis("repeat").origin.type == "Dropout"
+    assert "randomness-in-forward" not in causes(report)  # explained by training mode
+    assert report.exit_code == 1
+
+
+@pytest.mark.parametrize(("factory", "rng"), [("torch_noise", "torch"), ("numpy_noise", "numpy"), ("python_noise", "random")])
+def test_randomness_in_forward_names_the_rng_and_module(factory, rng):
+    report = check(spec(factory), axes=("repeat", "seed"))
+    seed = report.axis("seed")
+    assert seed.verdict == "diverged"
+    assert seed.details["rngs_consumed"] == [rng]
+    assert seed.details["modules"] == [{"module": "noise", "type": "Noisy", "rngs": [rng]}]
+    cause = causes(report)["randomness-in-forward"]
+    assert "noise (Noisy" in cause.summary
+    assert "nondeterministic-kernels" not in causes(report)  # the repeats differ because of the RNG
+    assert report.axis("repeat").origin.module == "noise"
+
+
+def test_hash_order_is_proved_by_the_fixed_seed_rerun():
+    report = check(spec("hash_order"), axes=("process",), processes=4)
+    process = report.axis("process")
+    assert process.verdict == "diverged"
+    assert process.details["fixed_hash_seed"]["verdict"] == "identical"
+    cause = causes(report)["hash-order"]
+    assert cause.verified and "samebits run" in cause.fix
+    assert process.origin.module == "<model>"  # the set is iterated in the model's own forward
+
+
+def test_batchnorm_in_training_mode_mutates_state():
+    report = check(spec("bn_train"), axes=("repeat", "state"))
+    state = report.axis("state")
+    assert state.verdict == "diverged"
+    assert "bn.running_mean" in state.details["changed"] and {"module": "bn", "type": "BatchNorm2d"} in state.details["modules"]
+    cause = causes(report)["training-mode"]
+    assert "state" in cause.axis and "bn (BatchNorm2d)" in cause.summary
+
+
+def test_batch_variant_linear_is_localised():
+    report = check(spec("batch_variant"), axes=("batch",), batch_sizes=(1, 2, 4, 8))
+    batch = report.axis("batch")
+    assert batch.verdict == "diverged"
+    assert batch.origin.module == "fc" and batch.origin.type == "Linear" and batch.origin.inputs_identical
+    assert batch.origin.growth[0].module == "fc" and batch.origin.growth[0].max_abs > 0
+    assert batch.details["groups"][0] == [1]
+    assert "batch-size" in causes(report)
+
+
+def test_tolerance_turns_a_divergence_into_close():
+    report = check(spec("batch_variant"), axes=("batch",), batch_sizes=(1, 2, 4), atol=1e-4, rtol=1e-4)
+    assert report.axis("batch").verdict == "close" and report.exit_code == 0
+
+
+def test_check_leaves_the_model_and_rngs_as_it_found_them():
+    model = nn.Sequential(nn.Conv2d(3, 4, 1), nn.BatchNorm2d(4)).train()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    x = torch.randn(2, 3, 4, 4)
+    torch.manual_seed(5)
+    expected = torch.rand(1)
+    torch.manual_seed(5)
+    check(model, x, axes=("repeat", "state", "batch"), batch_sizes=(1, 2))
+    assert torch.equal(torch.rand(1), expected)
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
+    assert model.training
+
+
+def test_in_memory_model_of_a_local_class_skips_the_child_axes_with_a_hint():
+    class Local(nn.Module):
+        def forward(self, x):
+            return x * 2
+
+    report = check(Local(), torch.ones(2, 3), axes=("process", "threads"))
+    for axis in report.axes:
+        assert axis.verdict == "skipped"
+        assert "defined inside a function" in axis.reason and "pass a MODEL spec" in axis.reason
+    assert report.exit_code == 0
+
+
+def test_in_memory_model_is_shipped_to_children():
+    report = check(nn.LayerNorm(4), torch.randn(3, 4), axes=("process",))
+    assert report.axis("process").verdict == "identical" and report.axis("process").runs == 2
+
+
+def test_a_crashing_child_is_an_error_for_its_axis():
+    report = check(spec("crash_one_thread"), axes=("threads",), threads=(1, 2))
+    threads = report.axis("threads")
+    assert threads.verdict == "error" and "no single-thread kernel" in threads.reason
+    assert report.exit_code == 2
+
+
+def test_a_child_that_hangs_times_out():
+    report = check(spec("slow_in_children"), axes=("process",), timeout=3)
+    assert report.axis("process").verdict == "error" and "timed out after 3 s" in report.axis("process").reason
+
+
+def test_shape_changes_are_a_divergence_not_a_crash():
+    report = check(spec("shape_changes"), axes=("repeat",), runs=6)
+    assert report.axis("repeat").verdict == "diverged"
+    assert "Shapes do not match" in report.axis("repeat").difference.message
+
+
+def test_non_tensor_leaves_compare_by_equality():
+    report = check(spec("labels"), axes=("seed",), runs=6)
+    assert report.axis("seed").verdict == "diverged"
+    assert report.axis("seed").difference.path == ".label"
+
+
+def test_torchscript_model_says_localisation_is_unavailable(tmp_path):
+    path = tmp_path / "m.pt"
+    torch.jit.trace(nn.Linear(4, 4), torch.ones(1, 4)).save(str(path))
+    report = check(str(path), torch.randn(2, 4), axes=("repeat",))
+    assert report.localization == "localisation is unavailable: hooks cannot see inside a torchscript model"
+
+
+def test_list_input_detector_on_the_batch_axis():
+    report = check("demo:detector", axes=("batch",), batch_sizes=(1, 2))
+    assert report.axis("batch").verdict in ("identical", "diverged")
+    assert report.axis("batch").details["sizes"] == [1, 2]
+
+
+def test_inputs_without_a_batch_dim_skip_the_batch_axis():
+    report = check(nn.Tanh(), torch.tensor(0.5), axes=("batch",))
+    assert report.axis("batch").verdict == "skipped" and "no batch dimension" in report.axis("batch").reason
+
+
+def test_bad_options_are_user_errors():
+    with pytest.raises(UserError, match="unknown axis speed"):
+        check(spec("clean"), axes=("speed",))
+    with pytest.raises(UserError, match="--runs must be >= 2"):
+        check(spec("clean"), runs=1)
+    with pytest.raises(UserError, match="forward raised RuntimeError"):
+        check(spec("broken_forward"))
+
+
+def test_format_groups():
+    sizes = [1, 2, 3, 4, 7, 8, 16, 32]
+    assert format_groups([[1], [2, 3], [4, 7, 8, 16, 32]], sizes) == "{1} {2,3} {4..32}"
+    assert format_groups([[1, 4], [2, 3, 7]], [1, 2, 3, 4, 7]) == "{1,4} {2,3,7}"
+
+
+def test_cli_check_json_matches_schema_and_exit_code(tmp_path):
+    out = tmp_path / "r.json"
+    result = run_cli("check", spec("batch_variant"), "--axes", "repeat,batch", "--batch-sizes", "1,2", "--json", str(out))
+    assert result.returncode == 1, result.stderr
+    assert result.stdout.splitlines()[0].startswith("Outputs change across batch")
+    data = json.loads(out.read_text())
+    schema = json.loads(resources.files("samebits").joinpath("schemas/check.schema.json").read_text())
+    jsonschema.validate(data, schema)
+    assert data["exit_code"] == 1 and data["axes"][1]["origin"]["module"] == "fc"
+
+
+def test_cli_check_errors_are_one_line():
+    result = run_cli("check", spec("broken_forward"))
+    assert result.returncode == 2
+    assert result.stderr.strip().startswith("samebits: error: the model's forward raised RuntimeError")
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert run_cli("check", "demo:nope").returncode == 2
+    assert "give atol and rtol both" in run_cli("check", "--atol", "1e-3").stderr
