@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -59,17 +61,48 @@ def rows_of(obj: Any, rows: tuple[int, int] | None) -> Any:
     return {path: (leaf[i : i + 1] if isinstance(leaf, torch.Tensor) and leaf.dim() and leaf.shape[0] == n else leaf) for path, leaf in flatten(obj).items()}
 
 
-def _tree_digest(obj: Any, rows: tuple[int, int] | None) -> str:
-    import hashlib
+def _is_one_tensor_call(obj: Any) -> bool:
+    return (
+        isinstance(obj, tuple)
+        and len(obj) == 2
+        and isinstance(obj[0], tuple)
+        and len(obj[0]) == 1
+        and isinstance(obj[0][0], torch.Tensor)
+        and obj[1] == {}
+    )
 
-    h = hashlib.sha256()
-    try:
-        leaves = flatten(rows_of(obj, rows))
-    except TypeError:
-        return "unhashable"
-    for path, leaf in leaves.items():
-        h.update(f"{path}={leaf_digest(leaf)};".encode())
-    return h.hexdigest()
+
+class DigestCache:
+    """Digests of the tensors seen in one forward, so that a module's input that is an earlier
+    module's output (unchanged since: same ``_version``) is not hashed twice."""
+
+    def __init__(self) -> None:
+        self._seen: dict[int, tuple[weakref.ref[torch.Tensor], int, str]] = {}
+
+    def digest(self, leaf: Any) -> str:
+        if not isinstance(leaf, torch.Tensor):
+            return leaf_digest(leaf)
+        hit = self._seen.get(id(leaf))
+        if hit is not None and hit[0]() is leaf and hit[1] == leaf._version:
+            return hit[2]
+        value = leaf_digest(leaf)
+        self._seen[id(leaf)] = (weakref.ref(leaf), leaf._version, value)
+        return value
+
+    def tree(self, obj: Any, rows: tuple[int, int] | None) -> str:
+        """One digest over every leaf of ``obj`` (its rows only, with ``rows``)."""
+        if rows is None and isinstance(obj, torch.Tensor):
+            return self.digest(obj)
+        if rows is None and _is_one_tensor_call(obj):  # (args, kwargs) == ((tensor,), {})
+            return "1:" + self.digest(obj[0][0])
+        try:
+            leaves = flatten(rows_of(obj, rows))
+        except TypeError:
+            return "unhashable"
+        h = hashlib.sha256()
+        for path, leaf in leaves.items():
+            h.update(f"{path}={self.digest(leaf)};".encode())
+        return h.hexdigest()
 
 
 @contextlib.contextmanager
@@ -84,12 +117,13 @@ def module_hooks(model: Any, rows: tuple[int, int] | None = None, keep: set[str]
     kept: dict[str, Any] = {}
     handles = []
     if isinstance(model, nn.Module) and not isinstance(model, torch.jit.ScriptModule):
+        cache = DigestCache()
         counts: dict[str, int] = {}
         pending: dict[int, list[str]] = {}
 
         def pre(name: str):
             def hook(module: nn.Module, args: Any, kwargs: Any) -> None:
-                pending.setdefault(id(module), []).append(_tree_digest((args, kwargs), rows))
+                pending.setdefault(id(module), []).append(cache.tree((args, kwargs), rows))
 
             return hook
 
@@ -98,7 +132,7 @@ def module_hooks(model: Any, rows: tuple[int, int] | None = None, keep: set[str]
                 call = counts.get(name, 0)
                 counts[name] = call + 1
                 inputs = pending[id(module)].pop() if pending.get(id(module)) else ""
-                record = ModuleCall(name, type(module).__name__, call, inputs, _tree_digest(output, rows))
+                record = ModuleCall(name, type(module).__name__, call, inputs, cache.tree(output, rows))
                 calls.append(record)
                 if keep is not None and record.key in keep:
                     kept[record.key] = _detach(rows_of(output, rows))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+import numpy as np
 import torch
 
 from samebits.tensors.flatten import flatten
@@ -19,7 +20,7 @@ def _canonical(t: torch.Tensor) -> torch.Tensor:
     if t.is_neg():
         t = t.resolve_neg()
     t = t.cpu().contiguous()
-    if (t.is_floating_point() or t.is_complex()) and t.numel():
+    if (t.is_floating_point() or t.is_complex()) and t.numel() and _may_hold_nan(t):
         nan = torch.isnan(t)
         if bool(nan.any()):
             # Every NaN hashes as one canonical NaN: payloads and signs of NaNs carry no meaning.
@@ -27,10 +28,26 @@ def _canonical(t: torch.Tensor) -> torch.Tensor:
     return t
 
 
-def tensor_bytes(t: torch.Tensor) -> bytes:
-    """The contiguous CPU bytes of ``t`` (NaNs canonicalised), as hashed by :func:`digest`."""
+_NUMPY_FLOATS = {torch.float16, torch.float32, torch.float64}
+
+
+def _may_hold_nan(t: torch.Tensor) -> bool:
+    """False when ``t`` surely holds no NaN: its sum is finite (a NaN anywhere makes it NaN).
+    One cheap pass; NumPy for small tensors, whose torch dispatch costs more than the work."""
+    if t.numel() < 65536 and t.dtype in _NUMPY_FLOATS:
+        with np.errstate(over="ignore", invalid="ignore"):
+            return not np.isfinite(t.numpy().sum())  # an overflow to inf only costs the exact look
+    return not bool(torch.isfinite(t.sum()).all())
+
+
+def tensor_bytes(t: torch.Tensor) -> memoryview:
+    """The contiguous CPU bytes of ``t`` (NaNs canonicalised), as hashed by :func:`digest`; no copy."""
     c = _canonical(t)
-    return c.reshape(-1).view(torch.uint8).numpy().tobytes() if c.numel() else b""
+    if not c.numel():
+        return memoryview(b"")
+    if c.dtype in _NUMPY_FLOATS or c.dtype in (torch.int64, torch.int32, torch.uint8, torch.int8, torch.int16, torch.bool):
+        return memoryview(c.numpy()).cast("B")
+    return memoryview(c.reshape(-1).view(torch.uint8).numpy())
 
 
 def digest(t: torch.Tensor) -> str:

@@ -1,5 +1,5 @@
 """The batch axis: one sample alone versus as a row of batches of every size, at the first and
-last position, with random neighbours."""
+last position, with random neighbours; neighbours are varied at the smallest and largest size."""
 
 from __future__ import annotations
 
@@ -52,13 +52,18 @@ def batch_axis(ctx: CheckContext) -> AxisResult:
     keys: dict[int, str] = {1: _key(alone)}
     position, neighbours, errors = [], [], []
     worst, first_bad, verdict = None, None, "identical"
-    for size in [s for s in sizes if s > 1]:
+    multi = [s for s in sizes if s > 1]
+    for size in multi:
         ctx.progress(f"batch: size {size}")
-        others = [random_neighbour(sample, gen, dim) for _ in range(size - 1)]
+        # One forward holds the sample at the first and the last position, random rows between.
+        others = [random_neighbour(sample, gen, dim) for _ in range(size - 2)]
         try:
-            first = _row_output(ctx, [sample, *others], 0, alone, size)
-            last = _row_output(ctx, [*others, sample], size - 1, alone, size)
-            fresh = _row_output(ctx, [sample, *[random_neighbour(sample, gen, dim) for _ in range(size - 1)]], 0, alone, size)
+            first, last = _row_outputs(ctx, [sample, *others, sample], (0, size - 1), alone, size)
+            if size in (multi[0], multi[-1]):  # neighbours: the same position with other rows
+                fresh = [random_neighbour(sample, gen, dim) for _ in range(size - 1)]
+                (other,) = _row_outputs(ctx, [sample, *fresh], (0,), alone, size)
+                if _key(other) != _key(first):
+                    neighbours.append(size)
         except ValueError as exc:
             return AxisResult("batch", "skipped", reason=f"outputs cannot be split per sample: {exc}; pass --batch-dim or skip this axis")
         except Exception as exc:
@@ -67,8 +72,6 @@ def batch_axis(ctx: CheckContext) -> AxisResult:
         keys[size] = _key(first)
         if _key(last) != keys[size]:
             position.append(size)
-        if _key(fresh) != keys[size]:
-            neighbours.append(size)
         for view in (first, last):
             result = ctx.compare(alone, view)
             if result.identical:
@@ -121,6 +124,6 @@ def _key(output: Any) -> str:
     return repr(sorted(digest_tree(output).items()))
 
 
-def _row_output(ctx: CheckContext, samples: list[Any], index: int, alone: Any, size: int) -> Any:
+def _row_outputs(ctx: CheckContext, samples: list[Any], rows: tuple[int, ...], alone: Any, size: int) -> list[Any]:
     output = plain_forward(ctx.model, stack_samples(samples, ctx.options.batch_dim))
-    return sample_view(alone, output, index, size)
+    return [sample_view(alone, output, row, size) for row in rows]
