@@ -27,7 +27,22 @@ def test_readme_python_example_runs(tmp_path):
         assert "samebits run" in result.stdout
 
 
-def test_readme_first_command_example_runs():
+def test_readme_first_command_runs_check_on_the_demo():
+    first = _blocks("bash")[0].strip()
+    assert first.endswith("&& samebits check")
+
+
+def test_switches_example_runs():
     result = subprocess.run([sys.executable, str(REPO / "examples" / "switches.py")], capture_output=True, text=True, env=scrubbed_env(), timeout=120)
     assert result.returncode == 0, result.stderr
     assert "All switches were restored: True" in result.stdout
+
+
+def test_the_main_command_checks_the_demo_on_every_axis():
+    from conftest import run_cli
+
+    result = run_cli("check")
+    assert result.returncode in (0, 1), result.stderr  # 1 where this CPU's GEMM is batch-variant
+    for axis in ("repeat", "seed", "state", "process", "threads", "batch"):
+        assert f"\n {axis} " in result.stdout
+    assert "MODEL demo:mlp, inputs float32[8, 256]" in result.stdout
