@@ -1,5 +1,3 @@
-import sys
-
 import torch
 
 from samebits.tensors import digest, digest_tree
