@@ -68,6 +68,7 @@ def test_hash_order_is_proved_by_the_fixed_seed_rerun():
     cause = causes(report)["hash-order"]
     assert cause.verified and "samebits run" in cause.fix
     assert process.origin.module == "<model>"  # the set is iterated in the model's own forward
+    assert process.origin.op is not None and process.origin.op.startswith("aten.add")
 
 
 def test_batchnorm_in_training_mode_mutates_state():
@@ -86,6 +87,7 @@ def test_batch_variant_linear_is_localised():
     assert batch.origin.module == "fc" and batch.origin.type == "Linear" and batch.origin.inputs_identical
     assert batch.origin.growth[0].module == "fc" and batch.origin.growth[0].max_abs > 0
     assert batch.details["groups"][0] == [1]
+    assert batch.origin.op.startswith("aten.addmm")
     assert "batch-size" in causes(report)
 
 

@@ -89,6 +89,19 @@ def origin_from(divergence: Divergence | None, kept_a: dict[str, Any] | None = N
     return origin
 
 
+def op_origin(ctx: CheckContext, origin: Origin | None, divergence: Divergence | None, a: ModelInputs, b: ModelInputs, rows_a: tuple[int, int] | None = None, rows_b: tuple[int, int] | None = None) -> None:
+    """Look inside the origin module: the first aten op whose output differs between a run on
+    ``a`` and one on ``b`` (the same inputs for the repeat axis)."""
+    if origin is None or divergence is None or not ctx.hookable:
+        return
+    from samebits.probe.ops import first_op_difference, op_digests
+
+    call = divergence.call
+    ops_a = op_digests(ctx.model, a, call.name, call.call, rows_a)
+    ops_b = op_digests(ctx.model, b, call.name, call.call, rows_b)
+    origin.op = first_op_difference(ops_a, ops_b)
+
+
 def keys_for(divergence: Divergence | None) -> set[str]:
     """The call keys whose tensors a second pass should keep to show growth."""
     if divergence is None:

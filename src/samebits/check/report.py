@@ -53,6 +53,7 @@ class Origin:
     note: str = ""
     difference: Difference | None = None
     growth: list[Growth] = dataclasses.field(default_factory=list)
+    op: str | None = None  # the first aten op inside the module whose output differs
 
 
 @dataclasses.dataclass

@@ -99,6 +99,8 @@ def render(console: Console, report) -> None:  # report: CheckReport
         if a.origin:
             o = a.origin
             console.print(f"starts in [bold]{escape(o.module)}[/bold] ({escape(o.type)})" + (f": {escape(o.note)}" if o.note else ""))
+            if o.op:
+                console.print(f"first op inside it that differs: {escape(o.op)}")
             if o.growth:
                 grow = Table("module", "type", "max abs diff", "elements differing", box=None, padding=(0, 2))
                 for g in o.growth:

@@ -43,7 +43,13 @@ def run(job: dict) -> dict:
     kept[OUTPUT_KEY] = {p: t for p, t in flatten(output).items() if isinstance(t, torch.Tensor)}
     tensors = {f"{key}|{path}": t.detach().cpu().contiguous() for key, leaves in kept.items() for path, t in leaves.items() if isinstance(t, torch.Tensor)}
     save_file(tensors, job["out"] + ".safetensors")
-    return {"trace": trace.to_dict(), "threads": torch.get_num_threads()}
+    result = {"trace": trace.to_dict(), "threads": torch.get_num_threads()}
+    if job.get("ops"):
+        from samebits.probe.ops import op_digests
+
+        seed_rngs(int(job.get("seed", 0)))
+        result["ops"] = op_digests(model, inputs, job["ops"][0], int(job["ops"][1]))
+    return result
 
 
 def main(argv: list[str] | None = None) -> None:

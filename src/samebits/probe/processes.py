@@ -28,6 +28,7 @@ class ChildJob:
     env: dict[str, str]
     threads: int | None = None
     keep: list[str] | None = None
+    ops: tuple[str, int] | None = None  # (module, call): also record op digests inside it
 
 
 @dataclasses.dataclass
@@ -38,6 +39,7 @@ class ChildResult:
     seconds: float
     kept: dict[str, dict[str, torch.Tensor]] = dataclasses.field(default_factory=dict)
     threads: int | None = None
+    ops: list[tuple[str, str]] | None = None
 
 
 def unshippable_reason(model: Any) -> str | None:
@@ -106,7 +108,7 @@ class ChildRunner:
 
     def _start(self, i: int, job: ChildJob) -> tuple[subprocess.Popen[bytes], float, Path]:
         out = self.folder / f"child{i}-{time.monotonic_ns()}.json"
-        spec = {**self.base, "out": str(out), "threads": job.threads, "keep": job.keep}
+        spec = {**self.base, "out": str(out), "threads": job.threads, "keep": job.keep, "ops": job.ops}
         job_file = out.with_suffix(".job.json")
         job_file.write_text(json.dumps(spec))
         env = {**os.environ, **job.env}
@@ -134,4 +136,5 @@ class ChildRunner:
             for name, t in load_file(str(tensors_file)).items():
                 key, _, path = name.partition("|")
                 kept.setdefault(key, {})[path] = t
-        return ChildResult(job.label, Trace.from_dict(data["trace"]), None, elapsed, kept, data.get("threads"))
+        ops = [tuple(op) for op in data["ops"]] if data.get("ops") else None
+        return ChildResult(job.label, Trace.from_dict(data["trace"]), None, elapsed, kept, data.get("threads"), ops)  # type: ignore[arg-type]

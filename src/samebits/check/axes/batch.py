@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from samebits.check.context import CheckContext, keys_for, origin_from
+from samebits.check.context import CheckContext, keys_for, op_origin, origin_from
 from samebits.check.report import AxisResult, Difference
 from samebits.probe.batching import batch_size_of, random_neighbour, sample_view, stack_samples, take_sample
 from samebits.probe.trace import first_divergence, plain_forward
@@ -105,6 +105,7 @@ def batch_axis(ctx: CheckContext) -> AxisResult:
         kept_alone = ctx.forward(sample, keep=keep, rows=(1, 0))[2]
         kept_batch = ctx.forward(batch, keep=keep, rows=(first_bad, 0))[2]
         result.origin = origin_from(divergence, kept_alone, kept_batch, ctx.compare_flat)
+        op_origin(ctx, result.origin, divergence, sample, batch, (1, 0), (first_bad, 0))
         result.details["localized_at_size"] = first_bad
     if verdict == "identical":
         result.summary = f"a sample's output is identical alone and in batches of {', '.join(map(str, tried[1:]))}"

@@ -8,6 +8,7 @@ import time
 from samebits.check.context import CheckContext, keys_for, origin_from
 from samebits.check.report import AxisResult, Difference
 from samebits.probe.child import OUTPUT_KEY
+from samebits.probe.ops import first_op_difference
 from samebits.probe.processes import ChildJob, ChildResult, ChildRunner
 from samebits.probe.trace import first_divergence
 
@@ -70,9 +71,12 @@ def _with_growth(ctx: CheckContext, runner: ChildRunner, result: AxisResult, pai
         return
     by_label = {j.label: j for j in jobs}
     keep = sorted(keys_for(divergence))
-    again = runner.run([ChildJob(j.label, j.env, j.threads, keep) for j in (by_label[pair[0].label], by_label[pair[1].label])])
+    ops = (divergence.call.name, divergence.call.call)
+    again = runner.run([ChildJob(j.label, j.env, j.threads, keep, ops) for j in (by_label[pair[0].label], by_label[pair[1].label])])
     if all(r.trace is not None for r in again):
         result.origin = origin_from(divergence, again[0].kept, again[1].kept, ctx.compare_flat)
+        if result.origin is not None:
+            result.origin.op = first_op_difference(again[0].ops, again[1].ops)
 
 
 def run_children_axes(ctx: CheckContext, names: list[str]) -> dict[str, AxisResult]:

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from samebits.check.context import CheckContext, keys_for, origin_from
+from samebits.check.context import CheckContext, keys_for, op_origin, origin_from
 from samebits.check.report import AxisResult, Difference
 from samebits.determinism.rng import seed_rngs
 from samebits.probe.trace import first_divergence
@@ -51,6 +51,8 @@ def repeat_axis(ctx: CheckContext) -> AxisResult:
         keep = keys_for(divergence)
         kept = [ctx.forward(keep=keep)[2] for _ in range(bad + 1)]
         result.origin = origin_from(divergence, kept[0], kept[bad], ctx.compare_flat)
+        seed_rngs(ctx.options.seed)
+        op_origin(ctx, result.origin, divergence, ctx.inputs, ctx.inputs)
     result.summary = f"{agreed}/{len(runs)} runs identical" if verdict != "close" else f"{agreed}/{len(runs)} runs bit-identical, all within tolerance"
     result.seconds = time.monotonic() - start
     return result
