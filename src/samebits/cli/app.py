@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from samebits._version import __version__
-from samebits.cli import check, demo, env, run
+from samebits.cli import check, demo, env, record, run, verify
 from samebits.errors import UserError
 
 app = typer.Typer(
@@ -38,6 +38,8 @@ def _root(
 
 
 check.register(app)
+record.register(app)
+verify.register(app)
 env.register(app)
 run.register(app)
 demo.register(app)

@@ -110,11 +110,11 @@ def load_input_file(path: str | Path) -> ModelInputs:
         if suffix == ".npy":
             import numpy as np
 
-            return ModelInputs(args=(torch.from_numpy(np.load(p, allow_pickle=False)),))
+            return ModelInputs(args=(torch.from_numpy(np.load(p, allow_pickle=False)).clone(),))
         if suffix == ".safetensors":
             from safetensors.torch import load_file
 
-            tensors = load_file(str(p))
+            tensors = {k: v.clone() for k, v in load_file(str(p)).items()}  # aligned memory: see golden/format.py
             positional = sorted((k for k in tensors if k.isdigit()), key=int)
             return ModelInputs(args=tuple(tensors[k] for k in positional), kwargs={k: v for k, v in tensors.items() if not k.isdigit()})
     except SpecError:

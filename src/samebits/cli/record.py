@@ -1,0 +1,37 @@
+"""``samebits record``: pin a model's outputs in a golden file."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from samebits.cli import inputs as opts
+
+
+def record_command(
+    model: str = opts.ModelArg,
+    output: str = typer.Option(..., "-o", "--output", metavar="FILE.safetensors", help="The golden file to write."),
+    input_file: Optional[str] = opts.InputOpt,
+    input_shape: Optional[list[str]] = opts.ShapeOpt,
+    dtype: Optional[list[str]] = opts.DtypeOpt,
+    int_range: Optional[str] = opts.IntRangeOpt,
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing golden."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the determinism profile (and of random inputs)."),
+    threads: Optional[int] = typer.Option(None, "--threads", min=1, help="Intra-op threads during the run."),
+    no_deterministic: bool = typer.Option(False, "--no-deterministic", help="Run without samebits.deterministic()."),
+) -> None:
+    """Run MODEL once (inside samebits.deterministic() by default) and write its inputs, outputs,
+    per-module digests and this machine's fingerprint to one safetensors file. An existing file
+    is never overwritten without --force."""
+    from samebits.golden import record
+    from samebits.probe.prepare import prepare
+
+    loaded, inputs, model_dtype = opts.load_target(model, input_file, input_shape, dtype, int_range, seed)
+    loaded.model, inputs = prepare(loaded.model, inputs, "cpu", model_dtype)
+    path = record(loaded, output, inputs, force=force, deterministic=not no_deterministic, seed=seed, threads=threads)
+    typer.echo(f"recorded {path} ({loaded.spec})")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("record")(record_command)

@@ -1,0 +1,59 @@
+"""``samebits verify``: re-run a golden's model and report what changed, by how much, and why."""
+
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from samebits.cli.output import consoles, write_json
+
+STYLE = {"identical": "green", "close": "yellow", "diverged": "bold red"}
+
+
+def verify_command(
+    golden: str = typer.Argument(..., metavar="FILE", help="A golden written by `samebits record`."),
+    model: Optional[str] = typer.Argument(None, metavar="[MODEL]", help="Default: the MODEL stored in the golden, relative to it."),
+    exact: bool = typer.Option(False, "--exact", help="Require identical bits, whatever the machine."),
+    atol: Optional[float] = typer.Option(None, "--atol", help="Absolute tolerance (with --rtol)."),
+    rtol: Optional[float] = typer.Option(None, "--rtol", help="Relative tolerance (with --atol)."),
+    json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH", help="Also write the report as JSON ('-' for stdout)."),
+) -> None:
+    """Re-run the model on the golden's inputs under its determinism profile and compare every
+    output: bits when the fingerprint matches in every field that changes bits, torch's per-dtype
+    tolerances when it does not (or as --exact / --atol --rtol say). Exit 0 when all match, 1
+    when one differs, 2 when the file is unreadable."""
+    from samebits.golden import verify
+
+    console = consoles(json_path)
+    report = verify(golden, model, exact=exact, atol=atol, rtol=rtol, announce=lambda m: print(f"samebits verify: {m}", file=sys.stderr))
+    write_json(report.to_dict(), json_path)
+    bad = [c for c in report.items if c.verdict != "identical"]
+    when = report.recorded.get("created") or "?"
+    if report.verdict == "identical":
+        console.print(f"[green]identical[/]: all {len(report.items)} outputs have the recorded bits ({escape(report.golden)}, recorded {when})")
+    else:
+        console.print(f"[{STYLE[report.verdict]}]{report.verdict}[/]: {len(bad)} of {len(report.items)} outputs differ from {escape(report.golden)} (recorded {when})")
+    console.print(f"comparison: {report.policy} ({escape(report.policy_reason)})")
+    if bad:
+        table = Table("output", "verdict", box=None)
+        for c in report.items:
+            table.add_row(escape(c.path or "<output>"), f"[{STYLE[c.verdict]}]{c.verdict}[/]")
+        console.print(table)
+        for c in bad:
+            console.print(f"\n[bold]{escape(c.path or '<output>')}[/bold]\n{escape(c.message())}")
+        if report.first_module:
+            console.print(f"\nfirst module whose output changed since recording: [bold]{escape(report.first_module)}[/bold]")
+    causes = report.likely_causes()
+    if causes:
+        console.print("\nthis machine differs from the recording in:")
+        for line in causes:
+            console.print(f"- {escape(line)}")
+    raise typer.Exit(report.exit_code)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("verify")(verify_command)

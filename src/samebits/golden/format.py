@@ -1,0 +1,148 @@
+"""The golden file: one safetensors file, its JSON in the header metadata. Nothing is pickled.
+
+Tensors are named ``inputs/<path>`` and ``outputs/<path>`` (paths as :func:`flatten` writes
+them, without the leading dot; a bare tensor is ``outputs/output``). The header key
+``samebits`` holds a JSON object: schema version, MODEL spec, fingerprint, determinism profile,
+per-path digests, per-module trace digests, the input structure, non-tensor leaves.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from samebits.errors import UserError
+
+SCHEMA_VERSION = 1
+ENCODING = "json+safetensors"
+HEADER_KEY = "samebits"
+
+
+class GoldenError(UserError):
+    """A golden file that cannot be read: missing, corrupt, truncated, foreign or unsafe."""
+
+
+def tensor_name(prefix: str, path: str) -> str:
+    return f"{prefix}/{path.lstrip('.') or 'output'}"
+
+
+def to_skeleton(obj: Any, tensors: dict[str, torch.Tensor], name: str) -> Any:
+    """A JSON tree of ``obj`` with each tensor stored in ``tensors`` under a name and replaced by
+    ``{"$tensor": name}``; tuples and non-string-keyed dicts are tagged so they come back as such."""
+    if isinstance(obj, torch.Tensor):
+        tensors[name] = obj.detach().cpu().clone()
+        return {"$tensor": name}
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
+        return {"$tuple": [to_skeleton(v, tensors, f"{name}[{i}]") for i, v in enumerate(obj)]}
+    if isinstance(obj, list):
+        return [to_skeleton(v, tensors, f"{name}[{i}]") for i, v in enumerate(obj)]
+    if isinstance(obj, dict) and all(isinstance(k, str) for k in obj):
+        return {"$dict": {k: to_skeleton(v, tensors, f"{name}.{k}") for k, v in obj.items()}}
+    raise UserError(f"inputs of type {type(obj).__name__} cannot be stored in a golden (tensors, numbers, strings, lists, tuples and dicts can)")
+
+
+def inputs_skeleton(inputs: Any, tensors: dict[str, torch.Tensor]) -> dict[str, Any]:
+    """The skeleton of a :class:`ModelInputs`; its tensors go to ``inputs/args[i]``, ``inputs/kwargs.k``."""
+    return {"args": to_skeleton(list(inputs.args), tensors, "inputs/args"), "kwargs": to_skeleton(dict(inputs.kwargs), tensors, "inputs/kwargs")}
+
+
+def from_skeleton(tree: Any, tensors: dict[str, torch.Tensor]) -> Any:
+    if isinstance(tree, list):
+        return [from_skeleton(v, tensors) for v in tree]
+    if isinstance(tree, dict):
+        if "$tensor" in tree:
+            return tensors[tree["$tensor"]]
+        if "$tuple" in tree:
+            return tuple(from_skeleton(v, tensors) for v in tree["$tuple"])
+        if "$dict" in tree:
+            return {k: from_skeleton(v, tensors) for k, v in tree["$dict"].items()}
+        raise GoldenError(f"unknown node in the stored input structure: {sorted(tree)}")
+    return tree
+
+
+@dataclasses.dataclass
+class Golden:
+    """A golden file's content: its header and its tensors (inputs and outputs)."""
+
+    header: dict[str, Any]
+    tensors: dict[str, torch.Tensor]
+
+    @property
+    def outputs(self) -> dict[str, Any]:
+        """The recorded outputs, flattened: ``{path: tensor or non-tensor leaf}``."""
+        out: dict[str, Any] = {}
+        for path in self.header["output_paths"]:
+            name = tensor_name("outputs", path)
+            out[path] = self.tensors[name] if name in self.tensors else self.header["output_values"][path]
+        return out
+
+    def inputs(self) -> Any:
+        from samebits.models.inputs import ModelInputs
+
+        tree = self.header["inputs"]
+        return ModelInputs(tuple(from_skeleton(tree["args"], self.tensors)), dict(from_skeleton(tree["kwargs"], self.tensors)))
+
+
+def write_golden(path: Path, header: dict[str, Any], tensors: dict[str, torch.Tensor], overwrite: bool = False) -> None:
+    """Write atomically (a temporary file in the same folder, then a rename or a hard link): a
+    reader, or another pytest-xdist worker, sees the old file or the new one, never half of one.
+    Without ``overwrite``, an existing file raises ``FileExistsError`` and is left untouched."""
+    from safetensors.torch import save_file
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    metadata = {HEADER_KEY: json.dumps({**header, "encoding": ENCODING}, sort_keys=True, default=str)}
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        save_file({k: v.contiguous() for k, v in tensors.items()}, tmp, metadata=metadata)
+        if overwrite:
+            os.replace(tmp, path)
+        else:
+            os.link(tmp, path)  # atomic, and fails if the file exists
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def read_golden(path: str | Path) -> Golden:
+    """Read and validate a golden file; every problem is one :class:`GoldenError` line."""
+    from safetensors import safe_open
+
+    p = Path(path)
+    if not p.is_file():
+        raise GoldenError(f"golden file '{p}' does not exist")
+    try:
+        with safe_open(str(p), framework="pt") as f:
+            metadata = f.metadata() or {}
+            # Copied into fresh (64-byte aligned) memory: tensors in the file sit at arbitrary
+            # offsets, and MKL's GEMM gave other bits for the same values at a 4-byte offset.
+            tensors = {name: f.get_tensor(name).clone() for name in f.keys()}
+    except Exception as exc:
+        raise GoldenError(f"'{p}' is not a readable safetensors file (corrupt or truncated): {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+    if HEADER_KEY not in metadata:
+        raise GoldenError(f"'{p}' is a safetensors file but not a samebits golden (no '{HEADER_KEY}' metadata); record one with `samebits record`")
+    try:
+        header = json.loads(metadata[HEADER_KEY])
+    except json.JSONDecodeError:
+        raise GoldenError(f"'{p}': the samebits metadata is not JSON; the file is damaged") from None
+    if not isinstance(header, dict):
+        raise GoldenError(f"'{p}': the samebits metadata is not a JSON object")
+    if header.get("encoding") != ENCODING:
+        raise GoldenError(f"'{p}' claims encoding {header.get('encoding')!r}; samebits reads only {ENCODING!r} and never unpickles")
+    version = header.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise GoldenError(f"'{p}' has golden schema_version {version!r}; this samebits reads {SCHEMA_VERSION} (upgrade samebits)")
+    missing = [k for k in ("output_paths", "output_values", "digests", "inputs", "fingerprint", "profile") if k not in header]
+    if missing:
+        raise GoldenError(f"'{p}': the golden header lacks {', '.join(missing)}")
+    absent = [path for path in header["output_paths"] if tensor_name("outputs", path) not in tensors and path not in header["output_values"]]
+    if absent:
+        raise GoldenError(f"'{p}': outputs {', '.join(absent[:3])} are listed but not stored")
+    return Golden(header, tensors)

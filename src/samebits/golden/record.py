@@ -1,0 +1,129 @@
+"""``samebits.record()``: run a model once under a determinism profile and pin its outputs."""
+
+from __future__ import annotations
+
+import datetime
+import os
+from pathlib import Path
+from typing import Any
+
+from samebits._version import __version__
+from samebits.errors import UserError
+from samebits.fingerprint import Fingerprint
+from samebits.golden.format import SCHEMA_VERSION, inputs_skeleton, tensor_name, write_golden
+from samebits.models import LoadedModel, ModelInputs, load_model
+from samebits.tensors.digest import digest_tree
+from samebits.tensors.flatten import flatten
+
+_FILE_SUFFIXES = (".py", ".pt", ".pth", ".ts", ".jit", ".pt2", ".onnx")
+
+
+def spec_relative_to(spec: str, folder: Path) -> str:
+    """A file-based spec rewritten relative to ``folder`` (where the golden lives); others as given."""
+    path, sep, attr = spec.rpartition(":") if ".py:" in spec else (spec, "", "")
+    if not path.lower().endswith(_FILE_SUFFIXES) or spec.startswith("demo:"):
+        return spec
+    relative = os.path.relpath(Path(path).resolve(), folder.resolve())
+    return f"{Path(relative).as_posix()}{sep}{attr}"
+
+
+def spec_resolved_from(spec: str, folder: Path) -> str:
+    """The inverse of :func:`spec_relative_to`: a stored file spec made absolute from ``folder``."""
+    path, sep, attr = spec.rpartition(":") if ".py:" in spec else (spec, "", "")
+    if not path.lower().endswith(_FILE_SUFFIXES) or spec.startswith("demo:") or Path(path).is_absolute():
+        return spec
+    return f"{(folder / path).resolve()}{sep}{attr}"
+
+
+def _values(leaves: dict[str, Any]) -> dict[str, Any]:
+    import torch
+
+    out = {}
+    for path, leaf in leaves.items():
+        if isinstance(leaf, torch.Tensor):
+            continue
+        if leaf is not None and not isinstance(leaf, (bool, int, float, str)):
+            raise UserError(f"output {path or '<output>'} is a {type(leaf).__name__}, which a golden cannot store")
+        out[path] = leaf
+    return out
+
+
+def run_profiled(model: Any, inputs: ModelInputs, profile: dict[str, Any]) -> tuple[Any, Any]:
+    """One traced forward under the recorded profile: (output, trace)."""
+    from samebits.determinism import deterministic, isolate_rng
+    from samebits.probe.trace import traced_forward
+
+    context = deterministic(profile["seed"], threads=profile.get("threads")) if profile["name"] == "deterministic" else isolate_rng()
+    with context:
+        output, trace, _ = traced_forward(model, inputs)
+    return output, trace
+
+
+def build_golden(loaded: LoadedModel, inputs: ModelInputs, profile: dict[str, Any], spec: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The header and tensors of a golden for ``loaded`` on ``inputs``."""
+    import torch
+
+    fingerprint = Fingerprint.capture().to_dict()
+    output, trace = run_profiled(loaded.model, inputs, profile)
+    leaves = flatten(output)
+    tensors: dict[str, torch.Tensor] = {}
+    skeleton = inputs_skeleton(inputs, tensors)
+    for path, leaf in leaves.items():
+        if isinstance(leaf, torch.Tensor):
+            tensors[tensor_name("outputs", path)] = leaf.detach().cpu().clone()
+    header = {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "golden",
+        "model": spec,
+        "samebits": __version__,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "fingerprint": fingerprint,
+        "profile": profile,
+        "digests": digest_tree(output),
+        "trace": trace.to_dict()["modules"],
+        "output_paths": list(leaves),
+        "output_values": _values(leaves),
+        "inputs": skeleton,
+    }
+    return header, tensors
+
+
+def record(
+    model_or_spec: Any,
+    path: str | os.PathLike[str],
+    inputs: Any = None,
+    *,
+    force: bool = False,
+    deterministic: bool = True,
+    seed: int = 0,
+    threads: int | None = None,
+) -> Path:
+    """Run the model once and write a golden to ``path``; an existing file needs ``force=True``.
+
+    ``model_or_spec`` is a MODEL spec (stored in the golden, relative to its folder) or a
+    loaded model / ``nn.Module`` (then ``samebits verify`` needs the MODEL again).
+    """
+    target = Path(path)
+    if target.exists() and not force:
+        raise UserError(f"'{target}' exists; pass --force (force=True) to overwrite it")
+    if target.suffix != ".safetensors":
+        raise UserError(f"a golden is a .safetensors file; got '{target.name}'")
+    spec = None
+    if isinstance(model_or_spec, str):
+        spec = spec_relative_to(model_or_spec, target.parent)
+        loaded = load_model(model_or_spec)
+    elif isinstance(model_or_spec, LoadedModel):
+        loaded = model_or_spec
+        spec = None if loaded.spec.startswith("<") else spec_relative_to(loaded.spec, target.parent)
+    else:
+        loaded = LoadedModel(model_or_spec, None, f"<{type(model_or_spec).__name__} object>", "factory")
+    model_inputs = ModelInputs.from_example(inputs) if inputs is not None else loaded.example_inputs
+    if model_inputs is None:
+        raise UserError(f"MODEL '{loaded.spec}' comes with no example inputs; pass --input FILE or --input-shape")
+    profile = {"name": "deterministic" if deterministic else "none", "seed": seed, "threads": threads}
+    header, tensors = build_golden(loaded, model_inputs, profile, spec)
+    try:
+        write_golden(target, header, tensors, overwrite=force)
+    except FileExistsError:  # created meanwhile by another process
+        raise UserError(f"'{target}' exists; pass --force (force=True) to overwrite it") from None
+    return target

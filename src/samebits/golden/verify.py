@@ -1,0 +1,120 @@
+"""``samebits.verify()``: re-run a golden's model on its stored inputs and say what changed."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from samebits.errors import UserError
+from samebits.fingerprint import Fingerprint
+from samebits.golden.format import SCHEMA_VERSION, Golden, read_golden
+from samebits.golden.policy import Policy, bit_relevant_changes, choose_policy
+from samebits.golden.record import run_profiled, spec_resolved_from
+from samebits.models import LoadedModel, load_model
+from samebits.probe.trace import ModuleCall, Trace, first_divergence
+from samebits.tensors.compare import Comparison
+from samebits.tensors.flatten import flatten
+
+
+@dataclasses.dataclass
+class VerifyReport:
+    """Per output path: identical bits, within tolerance, or diverged; and why, where, since when."""
+
+    golden: str
+    model: str
+    policy: str
+    policy_reason: str
+    items: list[Comparison]
+    fingerprint_changes: list[dict[str, Any]]
+    first_module: str | None = None
+    recorded: dict[str, Any] = dataclasses.field(default_factory=dict)  # samebits version, created
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def verdict(self) -> str:
+        verdicts = {c.verdict for c in self.items}
+        return "diverged" if "diverged" in verdicts else "close" if "close" in verdicts else "identical"
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict != "diverged"
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.ok else 1
+
+    def likely_causes(self) -> list[str]:
+        """``"cpu.capability AVX512 -> AVX2: CPU capability: ..."`` for each bit-relevant change."""
+        return [f"{c['field']} {c['old']} -> {c['new']}: {c['note']}" for c in self.fingerprint_changes if c["affects_bits"]]
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data.update(kind="verify", verdict=self.verdict, ok=self.ok, exit_code=self.exit_code, likely_causes=self.likely_causes())
+        return data
+
+
+def _model_for(golden: Golden, golden_path: Path, model_or_spec: Any, announce: Callable[[str], None]) -> LoadedModel:
+    if model_or_spec is None:
+        stored = golden.header.get("model")
+        if not stored:
+            raise UserError(f"'{golden_path}' was recorded from an in-memory model; pass the MODEL to verify against")
+        spec = spec_resolved_from(stored, golden_path.parent)
+        announce(f"importing MODEL {spec} (as stored in the golden)")
+        return load_model(spec)
+    if isinstance(model_or_spec, str):
+        announce(f"importing MODEL {model_or_spec}")
+        return load_model(model_or_spec)
+    if isinstance(model_or_spec, LoadedModel):
+        return model_or_spec
+    return LoadedModel(model_or_spec, None, f"<{type(model_or_spec).__name__} object>", "factory")
+
+
+def verify(
+    path: str | Path,
+    model_or_spec: Any = None,
+    *,
+    exact: bool = False,
+    atol: float | None = None,
+    rtol: float | None = None,
+    announce: Callable[[str], None] | None = None,
+) -> VerifyReport:
+    """Verify the golden at ``path``. ``model_or_spec`` defaults to the spec stored in the file
+    (resolved relative to it). Bits must match when the fingerprint matches in every bit-relevant
+    field; otherwise torch's per-dtype tolerances apply, unless ``exact`` or ``atol``/``rtol``."""
+    golden_path = Path(path)
+    golden = read_golden(golden_path)
+    changes, unreadable = bit_relevant_changes(golden.header["fingerprint"], Fingerprint.capture())
+    policy = choose_policy(changes, unreadable, exact=exact, atol=atol, rtol=rtol)
+    loaded = _model_for(golden, golden_path, model_or_spec, announce or (lambda message: None))
+    output, trace = run_profiled(loaded.model, golden.inputs(), golden.header["profile"])
+    items = _compare(golden.outputs, flatten(output), policy)
+    first = None
+    if any(c.verdict != "identical" for c in items) and golden.header.get("trace"):
+        recorded = Trace(golden.header["digests"], [ModuleCall(**m) for m in golden.header["trace"]])
+        divergence = first_divergence(recorded, trace)
+        if divergence is not None:
+            first = f"{divergence.call.label} ({divergence.call.type})"
+    return VerifyReport(
+        str(golden_path),
+        loaded.spec,
+        policy.kind,
+        policy.reason,
+        items,
+        [c.to_dict() for c in changes],
+        first,
+        {k: golden.header.get(k) for k in ("samebits", "created", "model")},
+    )
+
+
+def _compare(expected: dict[str, Any], actual: dict[str, Any], policy: Policy) -> list[Comparison]:
+    items = []
+    for path in list(expected) + [p for p in actual if p not in expected]:
+        if path not in actual:
+            items.append(Comparison(path, "diverged", reason=f"Output {path or '<output>'} was recorded but is missing now."))
+        elif path not in expected:
+            items.append(Comparison(path, "diverged", reason=f"Output {path or '<output>'} is new: it was not recorded."))
+        else:
+            items.append(policy.compare(path, expected[path], actual[path]))
+    return items
