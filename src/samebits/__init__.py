@@ -27,6 +27,10 @@ _EXPORTS = {
     "tolerances_for": "samebits.tensors",
     "load_model": "samebits.models",
     "ModelInputs": "samebits.models",
+    "lint": "samebits.lint",
+    "check": "samebits.check",
+    "record": "samebits.golden",
+    "verify": "samebits.golden",
     "UserError": "samebits.errors",
     "SamebitsError": "samebits.errors",
 }

@@ -1,0 +1,69 @@
+"""``samebits lint``: find reproducibility, performance, memory and safety mistakes in source."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from samebits.errors import UserError
+
+
+def lint_command(
+    paths: Optional[list[str]] = typer.Argument(None, metavar="PATH...", help="Files or folders (default: the current folder)."),
+    fmt: str = typer.Option("text", "--format", help="text, json or sarif (SARIF 2.1.0, for code scanning)."),
+    select: Optional[str] = typer.Option(None, "--select", metavar="CODES", help="Only these rules: codes, names or prefixes (SB1), comma-separated."),
+    ignore: Optional[str] = typer.Option(None, "--ignore", metavar="CODES", help="Skip these rules."),
+    explain: Optional[str] = typer.Option(None, "--explain", metavar="CODE|NAME", help="Print what a rule does, why, an example and the fix."),
+    output: Optional[str] = typer.Option(None, "-o", "--output", metavar="FILE", help="Write the report to FILE instead of stdout."),
+) -> None:
+    """Lint Python files statically (the code is parsed, never imported or run).
+
+    Defaults and per-file ignores come from [tool.samebits.lint] in pyproject.toml; `# noqa: SB101`
+    silences one line. Exit 1 when anything is found, 2 when no file could be read.
+    """
+    from pathlib import Path
+
+    from samebits.lint import find_rule, lint
+    from samebits.lint.config import load_config
+    from samebits.lint.report import render
+
+    if explain is not None:
+        rule = find_rule(explain)
+        if rule is None:
+            raise UserError(f"no rule '{explain}'; see docs/rules.md or `samebits lint --explain SB101`")
+        typer.echo(rule.explain())
+        return
+    if fmt not in ("text", "json", "sarif"):
+        raise UserError(f"--format must be text, json or sarif, not '{fmt}'")
+    targets = paths or ["."]
+    first = Path(targets[0])
+    config = load_config((first if first.is_dir() else first.parent).resolve())
+    for flag, value in (("select", select), ("ignore", ignore)):
+        if value:
+            keys = [k.strip() for k in value.split(",") if k.strip()]
+            bad = [k for k in keys if not _selector_known(k)]
+            if bad:
+                raise UserError(f"--{flag}: unknown rule {', '.join(bad)}; use codes (SB101), prefixes (SB1) or names")
+            setattr(config, flag, keys)
+    result = lint(targets, config)
+    text = render(result, fmt)
+    if output:
+        Path(output).write_text(text + "\n")
+    else:
+        typer.echo(text)
+    if result.files == 0 and not result.findings and (result.errors or result.skipped):
+        raise UserError("no Python file could be read: " + "; ".join(f"{p}: {w}" for p, w in (result.errors + result.skipped)[:3]))
+    if result.errors and result.files == len(result.errors):
+        raise typer.Exit(2)
+    raise typer.Exit(1 if result.findings else 0)
+
+
+def _selector_known(key: str) -> bool:
+    from samebits.lint.rules import RULES
+
+    return any(r.code.startswith(key.upper()) or r.name == key.lower() for r in RULES)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("lint")(lint_command)

@@ -1,0 +1,1 @@
+"""Static checks, one module per theme; each exports ``CHECKS``: functions ``(FileContext) -> findings``."""

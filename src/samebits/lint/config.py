@@ -1,0 +1,112 @@
+"""``[tool.samebits.lint]`` in pyproject.toml, and the torch range a project declares."""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from samebits.errors import UserError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+
+@dataclasses.dataclass
+class LintConfig:
+    select: list[str] = dataclasses.field(default_factory=list)  # codes, names or prefixes; empty: all
+    ignore: list[str] = dataclasses.field(default_factory=list)
+    per_file_ignores: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    exclude: list[str] = dataclasses.field(default_factory=list)
+    root: Path | None = None  # the folder of the pyproject.toml it came from
+
+    def enabled(self, code: str, name: str, path: str) -> bool:
+        if self.select and not any(_matches(s, code, name) for s in self.select):
+            return False
+        if any(_matches(s, code, name) for s in self.ignore):
+            return False
+        for pattern, codes in self.per_file_ignores.items():
+            if fnmatch.fnmatch(path, pattern) and any(_matches(s, code, name) for s in codes):
+                return False
+        return True
+
+    def excluded(self, relative: str) -> bool:
+        return any(fnmatch.fnmatch(relative, p) or fnmatch.fnmatch(Path(relative).name, p) for p in self.exclude)
+
+
+def _matches(selector: str, code: str, name: str) -> bool:
+    selector = selector.strip()
+    return code.startswith(selector.upper()) or selector.lower() == name
+
+
+def find_pyproject(start: Path) -> Path | None:
+    for folder in [start, *start.parents]:
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_config(start: Path) -> LintConfig:
+    """The config of the nearest pyproject.toml at or above ``start`` (defaults where there is none)."""
+    path = find_pyproject(start)
+    if path is None:
+        return LintConfig()
+    data = _read_toml(path)
+    section: dict[str, Any] = data.get("tool", {}).get("samebits", {}).get("lint", {})
+    known = {"select", "ignore", "per-file-ignores", "exclude"}
+    unknown = sorted(set(section) - known)
+    if unknown:
+        raise UserError(f"{path}: unknown key(s) {', '.join(unknown)} in [tool.samebits.lint]; known: {', '.join(sorted(known))}")
+    return LintConfig(
+        list(section.get("select", [])),
+        list(section.get("ignore", [])),
+        {k: list(v) for k, v in section.get("per-file-ignores", {}).items()},
+        list(section.get("exclude", [])),
+        path.parent,
+    )
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path} is not valid TOML: {exc}") from None
+
+
+_TORCH_REQ = re.compile(r"^\s*torch\s*(?:\[[^\]]*\])?\s*(?P<spec>[^;#]*)", re.I)
+
+
+def min_torch_version(start: Path) -> tuple[int, int] | None:
+    """The lowest torch a project declares (``torch>=2.1``, ``torch==1.13.*``), from
+    pyproject.toml, setup.cfg or requirements*.txt near ``start``; ``None`` when none says."""
+    requirements: list[str] = []
+    pyproject = find_pyproject(start)
+    if pyproject is not None:
+        project = _read_toml(pyproject).get("project", {})
+        requirements += list(project.get("dependencies", []))
+        for extra in project.get("optional-dependencies", {}).values():
+            requirements += list(extra)
+        folder = pyproject.parent
+    else:
+        folder = start
+    for req in sorted(folder.glob("requirements*.txt")):
+        requirements += req.read_text(errors="replace").splitlines()
+    setup_cfg = folder / "setup.cfg"
+    if setup_cfg.is_file():
+        requirements += setup_cfg.read_text(errors="replace").splitlines()
+    lows = []
+    for line in requirements:
+        m = _TORCH_REQ.match(line)
+        if not m:
+            continue
+        versions = re.findall(r"(>=|==|~=|>)\s*(\d+)\.(\d+)", m.group("spec"))
+        lows += [(int(a), int(b)) for _, a, b in versions]
+        if not versions:
+            lows.append((0, 0))  # bare "torch": any version
+    return min(lows) if lows else None
