@@ -169,3 +169,24 @@ def labels():
 
 def broken_forward():
     return nn.Linear(3, 2), _x()
+
+
+class Wide(nn.Module):
+    """Large activations per sample: a kept output with grad retains megabytes."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(WIDTH, 2048), nn.Linear(2048, 2048)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x))).sum(-1)
+
+
+def wide():
+    torch.manual_seed(0)
+    return Wide().eval(), torch.randn(64, WIDTH, generator=torch.Generator().manual_seed(1))
+
+
+def wide_no_grad():
+    model, x = wide()
+    return model.requires_grad_(False), x

@@ -109,7 +109,7 @@ def test_explain_by_code_and_name():
 
 
 def test_docs_rules_md_is_generated_from_the_registry():
-    assert (REPO / "docs" / "rules.md").read_text() == render_docs(), "run: python -m samebits.lint.rules > docs/rules.md"
+    assert (REPO / "docs" / "rules.md").read_text() == render_docs(), "run: python -m samebits.lint > docs/rules.md"
 
 
 def test_rule_codes_and_names_are_well_formed():

@@ -28,6 +28,7 @@ _EXPORTS = {
     "load_model": "samebits.models",
     "ModelInputs": "samebits.models",
     "lint": "samebits.lint",
+    "doctor": "samebits.doctor",
     "check": "samebits.check",
     "record": "samebits.golden",
     "verify": "samebits.golden",

@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from samebits._version import __version__
-from samebits.cli import check, demo, env, lint, record, run, verify
+from samebits.cli import check, demo, doctor, env, lint, record, run, verify
 from samebits.errors import UserError
 
 app = typer.Typer(
@@ -38,6 +38,7 @@ def _root(
 
 
 check.register(app)
+doctor.register(app)
 lint.register(app)
 record.register(app)
 verify.register(app)

@@ -244,7 +244,7 @@ def render_docs() -> str:
     head = [
         "# Rules",
         "",
-        "Generated from `samebits/lint/rules.py` (`python -m samebits.lint.rules > docs/rules.md`); a test keeps",
+        "Generated from `samebits/lint/rules.py` (`python -m samebits.lint > docs/rules.md`); a test keeps",
         "this file in sync. `samebits lint --explain CODE|NAME` prints one rule. Static rules are found by",
         "`samebits lint` in source, runtime rules by `samebits doctor` on a running model.",
         "",
@@ -254,6 +254,3 @@ def render_docs() -> str:
     head += [f"| {r.code} | `{r.name}` | {r.kind} | {r.message} |" for r in RULES]
     return "\n".join(head + [""] + [r.explain() for r in RULES]).rstrip() + "\n"
 
-
-if __name__ == "__main__":
-    print(render_docs(), end="")

@@ -38,6 +38,10 @@ def run(job: dict) -> dict:
     data = torch.load(job["inputs"], map_location="cpu", weights_only=True)
     model, inputs = prepare(model, ModelInputs(tuple(data["args"]), data["kwargs"]), job.get("device", "cpu"), job.get("dtype"))
     seed_rngs(int(job.get("seed", 0)))
+    if job.get("task") == "memory":
+        from samebits.probe.memory import memory_growth
+
+        return {"data": memory_growth(model, inputs, device=job.get("device", "cpu"), **job["params"])}
     keep = set(job.get("keep") or [])
     output, trace, kept = traced_forward(model, inputs, keep=keep)
     kept[OUTPUT_KEY] = {p: t for p, t in flatten(output).items() if isinstance(t, torch.Tensor)}

@@ -29,6 +29,8 @@ class ChildJob:
     threads: int | None = None
     keep: list[str] | None = None
     ops: tuple[str, int] | None = None  # (module, call): also record op digests inside it
+    task: str = "trace"  # or "memory" (see probe/memory.py)
+    params: dict[str, Any] | None = None
 
 
 @dataclasses.dataclass
@@ -40,6 +42,7 @@ class ChildResult:
     kept: dict[str, dict[str, torch.Tensor]] = dataclasses.field(default_factory=dict)
     threads: int | None = None
     ops: list[tuple[str, str]] | None = None
+    data: dict[str, Any] | None = None  # what a non-trace task returned
 
 
 def unshippable_reason(model: Any) -> str | None:
@@ -108,7 +111,7 @@ class ChildRunner:
 
     def _start(self, i: int, job: ChildJob) -> tuple[subprocess.Popen[bytes], float, Path]:
         out = self.folder / f"child{i}-{time.monotonic_ns()}.json"
-        spec = {**self.base, "out": str(out), "threads": job.threads, "keep": job.keep, "ops": job.ops}
+        spec = {**self.base, "out": str(out), "threads": job.threads, "keep": job.keep, "ops": job.ops, "task": job.task, "params": job.params}
         job_file = out.with_suffix(".job.json")
         job_file.write_text(json.dumps(spec))
         env = {**os.environ, **job.env}
@@ -128,6 +131,8 @@ class ChildRunner:
         data = json.loads(out.read_text())
         if "error" in data:
             return ChildResult(job.label, None, data["error"], elapsed)
+        if job.task != "trace":
+            return ChildResult(job.label, None, None, elapsed, data=data["data"])
         kept: dict[str, dict[str, torch.Tensor]] = {}
         tensors_file = Path(str(out) + ".safetensors")
         if tensors_file.exists():

@@ -1,0 +1,233 @@
+"""``samebits.doctor()``: run the model, measure, and report the production mistakes found."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+from samebits.check.axes.batch import batch_axis
+from samebits.check.causes import training_modules
+from samebits.check.context import CheckContext, CheckOptions
+from samebits.check.run import ForwardError, _describe, _model_state_kept
+from samebits.doctor.backends import BACKENDS, try_backends
+from samebits.doctor.report import DoctorFinding, DoctorReport, ProbeStatus
+from samebits.errors import UserError
+from samebits.lint.rules import BY_CODE
+from samebits.models import LoadedModel, ModelInputs, load_model
+from samebits.probe.batching import batch_size_of, random_neighbour, stack_samples, take_sample
+from samebits.probe.processes import ChildJob, ChildRunner
+from samebits.probe.timing import median_seconds
+from samebits.tensors.flatten import flatten
+
+
+def _finding(code: str, severity: str, message: str, details: dict[str, Any] | None = None, fix: str | None = None) -> DoctorFinding:
+    rule = BY_CODE[code]
+    return DoctorFinding(code, rule.name, severity, message, fix or rule.fix, details or {})  # type: ignore[arg-type]
+
+
+def available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def default_memory_cap_mb() -> float:
+    """A quarter of the machine's memory, at most 2 GiB: a grad-on loop stops there."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20
+    except (ValueError, OSError, AttributeError):
+        total = 8192.0
+    return min(2048.0, total / 4)
+
+
+class _Doctor:
+    def __init__(self, loaded: LoadedModel, inputs: ModelInputs, spec: str | None, options: dict[str, Any], say: Callable[[str], None]) -> None:
+        self.loaded, self.model, self.inputs, self.spec, self.options, self.say = loaded, loaded.model, inputs, spec, options, say
+        self.findings: list[DoctorFinding] = []
+        self.probes: list[ProbeStatus] = []
+
+    def probe(self, name: str, fn: Callable[[], str]) -> None:
+        """Run one probe; record what it measured, or why it was skipped or failed."""
+        self.say(name)
+        start = time.monotonic()
+        try:
+            summary = fn()
+            status = "skipped" if summary.startswith("skipped: ") else "ran"
+            summary = summary.removeprefix("skipped: ")
+        except Exception as exc:
+            text = str(exc).strip().splitlines()
+            status, summary = "error", f"{type(exc).__name__}: {text[0] if text else ''}"
+        self.probes.append(ProbeStatus(name, status, summary, round(time.monotonic() - start, 2)))  # type: ignore[arg-type]
+
+    def training_mode(self) -> str:
+        if not isinstance(self.model, nn.Module):
+            return "skipped: not an nn.Module (a TorchScript or ONNX model has no training flags to read)"
+        found = training_modules(self.model)
+        if found:
+            names = ", ".join(f"{n} ({t})" for n, t in found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+            self.findings.append(_finding("SB151", "error", f"{len(found)} module(s) in training mode: {names}", {"modules": [n for n, _ in found]}))
+        return f"{len(found)} training-sensitive module(s) in training mode"
+
+    def grad(self) -> str:
+        with torch.enable_grad():
+            output = self.inputs.call(self.model)
+        with_grad = [p for p, t in flatten(output).items() if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+        params = sum(1 for p in self.model.parameters() if p.requires_grad) if isinstance(self.model, nn.Module) else 0
+        if with_grad:
+            self.findings.append(
+                _finding("SB351", "error", f"outputs carry grad_fn ({', '.join(p or '<output>' for p in with_grad[:3])}): grad mode is on and {params} parameter tensor(s) require grad", {"paths": with_grad})
+            )
+        return f"outputs with grad_fn: {len(with_grad)}; parameters requiring grad: {params}"
+
+    def memory(self) -> str:
+        iterations, cap = self.options["iterations"], self.options["memory_cap_mb"]
+        with ChildRunner(self.model, self.inputs, spec=self.spec, seed=0, device=self.options["device"], dtype=None, timeout=self.options["timeout"]) as runner:
+            if runner.skip_reason:
+                return f"skipped: {runner.skip_reason}; pass a MODEL spec so that a fresh process can load it"
+            jobs = [ChildJob(mode, {}, task="memory", params={"mode": mode, "iterations": iterations, "cap_mb": cap}) for mode in ("as-is", "inference_mode")]
+            as_is, inference = runner.run(jobs)
+        for r in (as_is, inference):
+            if r.error:
+                raise RuntimeError(f"{r.label}: {r.error}")
+        a, b = as_is.data, inference.data
+        assert a is not None and b is not None
+        extra = a["grown_mb"] - b["grown_mb"]
+        per_output = extra / max(a["iterations"], 1)
+        text = f"kept outputs over {a['iterations']} forwards: as-is +{a['grown_mb']:.1f} MB, under inference_mode +{b['grown_mb']:.1f} MB"
+        if a["capped"]:
+            text += f" (stopped at the {cap:.0f} MB cap)"
+        if extra > max(1.0, 0.5 * max(b["grown_mb"], 0.0)):
+            self.findings.append(_finding("SB352", "error", text + f": {per_output:.2f} MB retained per kept output", {"as_is": a, "inference_mode": b, "retained_mb_per_output": round(per_output, 3)}))
+        return text
+
+    def batching(self) -> str:
+        n = self.options["batch"]
+        if batch_size_of(self.inputs) is None:
+            return "skipped: the inputs have no batch dimension"
+        gen = torch.Generator().manual_seed(0)
+        sample = take_sample(self.inputs, 0)
+        samples = [sample] + [random_neighbour(sample, gen) for _ in range(n - 1)]
+        batch = stack_samples(samples)
+
+        def one_by_one() -> None:
+            for s in samples:
+                s.call(self.model)
+
+        with torch.inference_mode():
+            times = median_seconds({"one": one_by_one, "batched": lambda: batch.call(self.model)}, rounds=5, budget=self.options["budget"])
+        speedup = times["one"] / times["batched"]
+        rate_one, rate_batch = n / times["one"], n / times["batched"]
+        text = f"one sample at a time {rate_one:,.0f} samples/s; batched {n}: {rate_batch:,.0f} samples/s ({speedup:.1f}x)"
+        if speedup >= 2.0:
+            self.findings.append(_finding("SB251", "warning", f"batching {n} gives {speedup:.1f}x the throughput of one sample per forward ({rate_one:,.0f} -> {rate_batch:,.0f} samples/s)", {"speedup": round(speedup, 2)}))
+        return text
+
+    def batch_variance(self) -> str:
+        options = CheckOptions(batch_sizes=(1, 2, 8, self.options["batch"]), localize=False)
+        ctx = CheckContext(self.model, self.inputs, options, self.spec, self.loaded.hookable)
+        result = batch_axis(ctx)
+        if result.verdict == "skipped":
+            return "skipped: " + result.reason
+        if result.verdict == "error":
+            raise RuntimeError(result.reason)
+        if result.verdict == "diverged":
+            self.findings.append(_finding("SB152", "warning", f"a sample's bits change with the batch size: {result.summary}", {"groups": result.details.get("groups")}))
+        return result.summary
+
+    def threads(self) -> str:
+        cores, threads = available_cores(), torch.get_num_threads()
+        pinned = {v: os.environ[v] for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS") if v in os.environ}
+        text = f"torch uses {threads} intra-op thread(s) on {cores} available core(s)" + (f"; {', '.join(f'{k}={v}' for k, v in pinned.items())}" if pinned else "")
+        if threads > cores:
+            self.findings.append(_finding("SB153", "warning", f"{threads} threads on {cores} cores: parallel ops fight for the cores", {"threads": threads, "cores": cores}))
+        elif not pinned:
+            self.findings.append(
+                _finding("SB153", "info", f"the thread count ({threads}) is not pinned before start (OMP_NUM_THREADS unset): another machine or container picks another count, and reductions other bits", {"threads": threads, "cores": cores})
+            )
+        return text
+
+    def backends(self) -> str:
+        names = tuple(self.options["backends"])
+        if not names:
+            return "skipped: no backend asked for"
+        if not isinstance(self.model, nn.Module) or isinstance(self.model, torch.jit.ScriptModule):
+            return "skipped: only an eager nn.Module can be converted here"
+        results = try_backends(self.model, self.inputs, names, lambda: self.inputs.call(self.model), lambda fns: median_seconds(fns, rounds=7, budget=self.options["budget"]))
+        parts = []
+        for r in results:
+            if r["status"] != "ran":
+                parts.append(f"{r['backend']} {r['status']} ({r['reason']})")
+                continue
+            bits = "identical bits" if r["identical"] else f"bits differ (max abs {r['max_abs']:.2g})"
+            parts.append(f"{r['backend']} {r['speedup']:.2f}x, {bits}")
+            if r["speedup"] >= 1.2:
+                self.findings.append(_finding("SB252", "info", f"{r['backend']} runs {r['speedup']:.1f}x faster than eager here, {bits}", r))
+        return "; ".join(parts)
+
+
+def doctor(
+    model_or_spec: Any = "demo:mlp",
+    inputs: Any = None,
+    *,
+    device: str = "cpu",
+    iterations: int = 50,
+    memory_cap_mb: float | None = None,
+    batch: int = 32,
+    backends: tuple[str, ...] = BACKENDS,
+    timeout: float = 180.0,
+    budget: float = 2.0,
+    progress: Callable[[str], None] | None = None,
+) -> DoctorReport:
+    """Run the model as it is and measure: training mode, grad, memory growth (in child
+    processes, capped), batching throughput, batch variance, threads, faster backends."""
+    start = time.monotonic()
+    if iterations < 1 or batch < 2:
+        raise UserError("--iterations must be >= 1 and --batch >= 2")
+    unknown = [b for b in backends if b not in BACKENDS]
+    if unknown:
+        raise UserError(f"unknown backend {', '.join(unknown)}; choose from {', '.join(BACKENDS)}")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise UserError("--device cuda was asked for, but CUDA is not available here")
+    say = progress or (lambda message: None)
+    if isinstance(model_or_spec, str):
+        loaded, spec = load_model(model_or_spec), model_or_spec
+    elif isinstance(model_or_spec, LoadedModel):
+        loaded, spec = model_or_spec, model_or_spec.spec
+    else:
+        loaded, spec = LoadedModel(model_or_spec, None, f"<{type(model_or_spec).__name__} object>", "factory"), None
+    model_inputs = ModelInputs.from_example(inputs) if inputs is not None else loaded.example_inputs
+    if model_inputs is None:
+        raise UserError(f"MODEL '{loaded.spec}' comes with no example inputs; pass --input FILE or --input-shape")
+    from samebits.probe.prepare import prepare
+
+    loaded.model, model_inputs = prepare(loaded.model, model_inputs, device)
+    options = {"device": device, "iterations": iterations, "memory_cap_mb": memory_cap_mb or default_memory_cap_mb(), "batch": batch, "backends": backends, "timeout": timeout, "budget": budget}
+    d = _Doctor(loaded, model_inputs, spec, options, say)
+    with _model_state_kept(loaded.model) as reset:
+        try:
+            with torch.no_grad():
+                model_inputs.call(loaded.model)
+        except Exception as exc:
+            text = str(exc).strip().splitlines()
+            raise ForwardError(f"the model's forward raised {type(exc).__name__}: {text[0] if text else ''}") from exc
+        for name, fn in [
+            ("training mode", d.training_mode),
+            ("grad on outputs", d.grad),
+            ("memory growth", d.memory),
+            ("batching throughput", d.batching),
+            ("batch variance", d.batch_variance),
+            ("threads", d.threads),
+            ("backends", d.backends),
+        ]:
+            d.probe(name, fn)
+            reset()
+    order = {"error": 0, "warning": 1, "info": 2}
+    findings = sorted(d.findings, key=lambda f: order[f.severity])
+    env = {"torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability(), "threads": torch.get_num_threads(), "cores": available_cores(), "device": device}
+    return DoctorReport(loaded.spec, _describe(model_inputs), findings, d.probes, env, round(time.monotonic() - start, 2))

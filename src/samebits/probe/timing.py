@@ -1,0 +1,24 @@
+"""Wall-clock timing: medians of interleaved rounds, within a time budget."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+
+def median_seconds(fns: dict[str, Callable[[], object]], rounds: int = 5, budget: float = 3.0) -> dict[str, float]:
+    """Median seconds of each function, measured in interleaved rounds (so that machine noise
+    hits all of them alike), after one warm-up call each; fewer rounds when the budget runs out."""
+    for fn in fns.values():
+        fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    start = time.perf_counter()
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            t = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t)
+        if time.perf_counter() - start > budget:
+            break
+    return {name: statistics.median(values) for name, values in times.items()}
