@@ -201,3 +201,17 @@ def test_cli_check_errors_are_one_line():
     assert len(result.stderr.strip().splitlines()) == 1
     assert run_cli("check", "demo:nope").returncode == 2
     assert "give atol and rtol both" in run_cli("check", "--atol", "1e-3").stderr
+
+
+def test_samebits_check_is_callable_and_a_package():
+    import samebits
+    import samebits.check.report  # noqa: F401  importing a submodule must not hide the function
+
+    report = samebits.check(spec("clean"), axes=("repeat",))
+    assert report.ok and isinstance(report, samebits.check.CheckReport)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device; this machine has none")
+def test_check_on_cuda():
+    report = check(spec("clean"), axes=("repeat", "batch"), device="cuda", batch_sizes=(1, 2))
+    assert report.axis("repeat").verdict == "identical"

@@ -220,3 +220,14 @@ def test_public_api_is_reexported_lazily():
     assert samebits.deterministic is deterministic
     with pytest.raises(AttributeError):
         samebits.no_such_thing  # noqa: B018
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device; this machine has none")
+def test_cuda_rng_states_are_seeded_and_restored():
+    before = torch.cuda.get_rng_state_all()
+    with deterministic(3, device="cuda") as record:
+        inside = torch.rand(4, device="cuda")
+        assert "cuda" in next(n for n in record.names() if n.startswith("RNG states"))
+    with deterministic(3, device="cuda"):
+        assert torch.equal(inside, torch.rand(4, device="cuda"))
+    assert all(torch.equal(a, b) for a, b in zip(before, torch.cuda.get_rng_state_all()))

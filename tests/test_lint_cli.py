@@ -129,3 +129,10 @@ def test_samebits_own_source_is_clean():
 def test_pre_commit_hook_is_declared():
     text = (REPO / ".pre-commit-hooks.yaml").read_text()
     assert "id: samebits-lint" in text and "entry: samebits lint" in text
+
+
+def test_python_api_returns_the_findings(project):
+    import samebits
+
+    result = samebits.lint([project / "app.py"])
+    assert [f.code for f in result] == ["SB101", "SB202"] and len(result) == 2 and result[0].line == 2

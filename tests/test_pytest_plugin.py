@@ -1,8 +1,7 @@
 """The samebits_golden fixture, run through pytester."""
 
-import os
-
-import pytest
+import torch  # noqa: F401  pytester restores sys.modules after each in-process run: torch must be
+# imported before the first one, since a C extension cannot be imported a second time
 
 pytest_plugins = ["pytester"]
 
@@ -66,3 +65,34 @@ def test_tol(samebits_golden):
     pytester.runpytest("--samebits-update").assert_outcomes(passed=1)
     (pytester.path / "test_tol.py").write_text((pytester.path / "test_tol.py").read_text().replace("* 1.0", "* 1.05"))
     pytester.runpytest("-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+def test_header_line_only_when_a_test_uses_goldens(pytester):
+    pytester.makepyfile(test_plain="def test_plain():\n    assert True\n")
+    plain = pytester.runpytest()
+    plain.assert_outcomes(passed=1)
+    assert "samebits: torch" not in plain.stdout.str()
+
+
+def test_concurrent_writers_never_leave_a_partial_file(pytester, tmp_path):
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, torch\n"
+        "from samebits.golden import record\n"
+        "from samebits.errors import UserError\n"
+        "try:\n"
+        "    record(torch.nn.Linear(64, 64), sys.argv[1], torch.ones(256, 64))\n"
+        "    print('wrote')\n"
+        "except UserError:\n"
+        "    print('exists')\n"
+    )
+    target = tmp_path / "same.safetensors"
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(target)], stdout=subprocess.PIPE, text=True) for _ in range(3)]
+    outcomes = sorted(p.communicate()[0].strip() for p in procs)
+    assert outcomes.count("wrote") == 1 and outcomes.count("exists") == 2
+    from samebits.golden import read_golden
+
+    assert read_golden(target).header["kind"] == "golden"
+    assert [p.name for p in tmp_path.iterdir()] == ["same.safetensors"]

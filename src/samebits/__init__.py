@@ -27,19 +27,21 @@ _EXPORTS = {
     "tolerances_for": "samebits.tensors",
     "load_model": "samebits.models",
     "ModelInputs": "samebits.models",
-    "lint": "samebits.lint",
-    "doctor": "samebits.doctor",
-    "check": "samebits.check",
     "record": "samebits.golden",
     "verify": "samebits.golden",
     "UserError": "samebits.errors",
     "SamebitsError": "samebits.errors",
 }
 
-__all__ = ["__version__", *_EXPORTS]
+# Packages that are also callable: samebits.check(...), samebits.lint(...), samebits.doctor(...).
+_CALLABLE_PACKAGES = ("check", "doctor", "lint")
+
+__all__ = ["__version__", *_EXPORTS, *_CALLABLE_PACKAGES]
 
 
 def __getattr__(name: str) -> Any:
+    if name in _CALLABLE_PACKAGES:
+        return importlib.import_module(f"samebits.{name}")
     if name in _EXPORTS:
         value = getattr(importlib.import_module(_EXPORTS[name]), name)
         globals()[name] = value

@@ -25,11 +25,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def pytest_report_header(config: pytest.Config) -> str | None:
-    import sys
-
-    if "torch" not in sys.modules and not config.getoption("--samebits-update"):
-        return None  # keep pytest's start-up free of torch where no test has imported it
+def pytest_report_collectionfinish(config: pytest.Config, start_path: Path, items: list[pytest.Item]) -> str | None:
+    """A header line with the fingerprint, once collection shows that a test uses goldens (so
+    that pytest runs without goldens never import torch for it)."""
+    if not any("samebits_golden" in getattr(item, "fixturenames", ()) for item in items):
+        return None
     from samebits.fingerprint import Fingerprint
 
     fp = Fingerprint.capture()

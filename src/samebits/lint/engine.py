@@ -6,7 +6,7 @@ import ast
 import dataclasses
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from samebits.lint.checks import backends, environment, inference, safety, seeding
@@ -20,12 +20,22 @@ NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z0-9_,\s-]+))?", re.I)
 
 @dataclasses.dataclass
 class LintResult:
-    """Findings, plus the files that could not be read (each with why) and those skipped."""
+    """Findings, plus the files that could not be read (each with why) and those skipped.
+    It iterates, indexes and counts like the list of its findings."""
 
     findings: list[Finding]
     errors: list[tuple[str, str]]
     files: int
     skipped: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+
+    def __iter__(self) -> Iterator[Finding]:
+        return iter(self.findings)
+
+    def __len__(self) -> int:
+        return len(self.findings)
+
+    def __getitem__(self, index: int) -> Finding:
+        return self.findings[index]
 
 
 def discover(paths: Iterable[str | os.PathLike[str]], config: LintConfig) -> tuple[list[Path], list[tuple[str, str]]]:
