@@ -43,7 +43,8 @@ def test_grad_on_outputs_and_memory_growth_are_measured():
     memory = codes(report)["SB352"]
     assert memory.details["as_is"]["iterations"] == 10 and memory.details["as_is"]["carries_grad"]
     assert memory.details["as_is"]["grown_mb"] > memory.details["inference_mode"]["grown_mb"]
-    assert memory.details["retained_mb_per_output"] > 0.5  # fc1 and fc2 activations of 64 rows
+    # the ReLU output that fc2's backward needs: 64 x 2048 float32 = 0.5 MB per kept output
+    assert memory.details["retained_mb_per_output"] > 0.3
 
 
 def test_no_grad_model_has_no_grad_or_memory_finding():
@@ -54,8 +55,9 @@ def test_no_grad_model_has_no_grad_or_memory_finding():
 
 def test_memory_probe_stops_at_the_cap():
     report = doctor(spec("wide"), backends=(), iterations=200, memory_cap_mb=3, budget=0.5)
-    as_is = codes(report)["SB352"].details["as_is"]
+    as_is = probes(report)["memory growth"].details["as_is"]
     assert as_is["capped"] and as_is["iterations"] < 200
+    assert "SB352" in codes(report)  # a grad-carrying loop that hits the cap grows without bound
     assert "stopped at the 3 MB cap" in probes(report)["memory growth"].summary
 
 

@@ -27,6 +27,7 @@ class ProbeStatus:
     status: Literal["ran", "skipped", "error"]
     summary: str
     seconds: float = 0.0
+    details: dict[str, Any] = dataclasses.field(default_factory=dict)  # the measurements
 
 
 @dataclasses.dataclass

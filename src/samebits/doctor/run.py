@@ -51,10 +51,12 @@ class _Doctor:
         self.loaded, self.model, self.inputs, self.spec, self.options, self.say = loaded, loaded.model, inputs, spec, options, say
         self.findings: list[DoctorFinding] = []
         self.probes: list[ProbeStatus] = []
+        self.details: dict[str, Any] = {}  # what the running probe measured
 
     def probe(self, name: str, fn: Callable[[], str]) -> None:
         """Run one probe; record what it measured, or why it was skipped or failed."""
         self.say(name)
+        self.details = {}
         start = time.monotonic()
         try:
             summary = fn()
@@ -63,7 +65,7 @@ class _Doctor:
         except Exception as exc:
             text = str(exc).strip().splitlines()
             status, summary = "error", f"{type(exc).__name__}: {text[0] if text else ''}"
-        self.probes.append(ProbeStatus(name, status, summary, round(time.monotonic() - start, 2)))  # type: ignore[arg-type]
+        self.probes.append(ProbeStatus(name, status, summary, round(time.monotonic() - start, 2), self.details))  # type: ignore[arg-type]
 
     def training_mode(self) -> str:
         if not isinstance(self.model, nn.Module):
@@ -99,13 +101,14 @@ class _Doctor:
         assert a is not None and b is not None
         extra = a["grown_mb"] - b["grown_mb"]
         per_output = extra / max(a["iterations"], 1)
+        self.details = {"as_is": a, "inference_mode": b, "retained_mb_per_output": round(per_output, 3)}
         text = f"kept outputs over {a['iterations']} forwards: as-is +{a['grown_mb']:.1f} MB, under inference_mode +{b['grown_mb']:.1f} MB"
         if a["capped"]:
             text += f" (stopped at the {cap:.0f} MB cap)"
         # Only a graph kept alive by grad_fn explains the extra memory; without one the
         # difference is allocator noise (freed memory that RSS does not give back at once).
-        if a["carries_grad"] and extra > max(1.0, 0.5 * max(b["grown_mb"], 0.0)):
-            self.findings.append(_finding("SB352", "error", text + f": {per_output:.2f} MB retained per kept output", {"as_is": a, "inference_mode": b, "retained_mb_per_output": round(per_output, 3)}))
+        if a["carries_grad"] and (a["capped"] or extra > max(1.0, 0.5 * max(b["grown_mb"], 0.0))):
+            self.findings.append(_finding("SB352", "error", text + f": {per_output:.2f} MB retained per kept output", self.details))
         return text
 
     def batching(self) -> str:

@@ -76,7 +76,7 @@ def _suppressed(line: str, code: str, name: str) -> bool:
         return False
     codes = m.group("codes")
     if not codes:
-        return True  # bare "# noqa" silences every rule on the line
+        return True  # a bare noqa comment silences every rule on the line
     wanted = {c.strip() for c in re.split(r"[,\s]+", codes) if c.strip()}
     return code in {c.upper() for c in wanted} or name in wanted
 
