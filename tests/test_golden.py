@@ -170,3 +170,13 @@ def test_cli_record_and_verify(tmp_path):
 def test_write_leaves_no_temporary_files(tmp_path):
     record(spec("make"), tmp_path / "a.safetensors")
     assert sorted(os.listdir(tmp_path)) == ["a.safetensors"]
+
+
+def test_an_output_that_appears_or_disappears_is_a_mismatch(golden):
+    def drop(header):
+        header["output_paths"].remove(".name")
+        del header["output_values"][".name"]
+
+    rewrite(golden, edit_header=drop)
+    item = next(c for c in verify(golden).items if c.path == ".name")
+    assert item.verdict == "diverged" and item.reason == "Path .name is missing in the golden."

@@ -10,11 +10,11 @@ from typing import Any
 from samebits.errors import UserError
 from samebits.fingerprint import Fingerprint
 from samebits.golden.format import SCHEMA_VERSION, Golden, read_golden
-from samebits.golden.policy import Policy, bit_relevant_changes, choose_policy
+from samebits.golden.policy import bit_relevant_changes, choose_policy
 from samebits.golden.record import run_profiled, spec_resolved_from
 from samebits.models import LoadedModel, load_model
 from samebits.probe.trace import ModuleCall, Trace, first_divergence
-from samebits.tensors.compare import Comparison
+from samebits.tensors.compare import Comparison, compare_trees
 from samebits.tensors.flatten import flatten
 
 
@@ -89,7 +89,7 @@ def verify(
     policy = choose_policy(changes, unreadable, exact=exact, atol=atol, rtol=rtol)
     loaded = _model_for(golden, golden_path, model_or_spec, announce or (lambda message: None))
     output, trace = run_profiled(loaded.model, golden.inputs(), golden.header["profile"])
-    items = _compare(golden.outputs, flatten(output), policy)
+    items = compare_trees(golden.outputs, flatten(output), leaf=policy.compare, sides=("the golden", "this run")).items
     first = None
     if any(c.verdict != "identical" for c in items) and golden.header.get("trace"):
         recorded = Trace(golden.header["digests"], [ModuleCall(**m) for m in golden.header["trace"]])
@@ -106,15 +106,3 @@ def verify(
         first,
         {k: golden.header.get(k) for k in ("samebits", "created", "model")},
     )
-
-
-def _compare(expected: dict[str, Any], actual: dict[str, Any], policy: Policy) -> list[Comparison]:
-    items = []
-    for path in list(expected) + [p for p in actual if p not in expected]:
-        if path not in actual:
-            items.append(Comparison(path, "diverged", reason=f"Output {path or '<output>'} was recorded but is missing now."))
-        elif path not in expected:
-            items.append(Comparison(path, "diverged", reason=f"Output {path or '<output>'} is new: it was not recorded."))
-        else:
-            items.append(policy.compare(path, expected[path], actual[path]))
-    return items

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from typing import Any, Literal
 
 import torch
@@ -143,16 +144,28 @@ def compare(a: Any, b: Any, atol: float | None = None, rtol: float | None = None
     return compare_trees(flatten(a), flatten(b), atol_, rtol_)
 
 
-def compare_trees(a: dict[str, Any], b: dict[str, Any], atol: float = 0.0, rtol: float = 0.0) -> TreeComparison:
-    """Compare two flattened outputs; a path present in only one side diverges."""
+def compare_trees(
+    a: dict[str, Any],
+    b: dict[str, Any],
+    atol: float = 0.0,
+    rtol: float = 0.0,
+    *,
+    leaf: Callable[[str, Any, Any], Comparison] | None = None,
+    sides: tuple[str, str] = ("the first output", "the second output"),
+) -> TreeComparison:
+    """Compare two flattened outputs; a path present in only one side diverges.
+
+    ``leaf(path, a, b)`` replaces the per-leaf comparison (e.g. per-dtype tolerances);
+    ``sides`` names the two sides in the messages about missing paths."""
+    compare_leaf = leaf or (lambda path, x, y: compare_leaves(x, y, atol, rtol, path))
     items = []
     for path in list(a) + [p for p in b if p not in a]:
         if path not in b:
-            items.append(Comparison(path, "diverged", reason=f"Path {path or '<output>'} is missing in the second output."))
+            items.append(Comparison(path, "diverged", reason=f"Path {path or '<output>'} is missing in {sides[1]}."))
         elif path not in a:
-            items.append(Comparison(path, "diverged", reason=f"Path {path or '<output>'} is missing in the first output."))
+            items.append(Comparison(path, "diverged", reason=f"Path {path or '<output>'} is missing in {sides[0]}."))
         else:
-            items.append(compare_leaves(a[path], b[path], atol, rtol, path))
+            items.append(compare_leaf(path, a[path], b[path]))
     return TreeComparison(items)
 
 
