@@ -29,6 +29,7 @@ _EXPORTS = {
     "ModelInputs": "samebits.models",
     "record": "samebits.golden",
     "verify": "samebits.golden",
+    "Predictor": "samebits.runtime",
     "UserError": "samebits.errors",
     "SamebitsError": "samebits.errors",
 }

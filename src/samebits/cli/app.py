@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from samebits._version import __version__
-from samebits.cli import check, demo, doctor, env, lint, record, run, verify
+from samebits.cli import cache, check, demo, doctor, env, lint, record, run, verify
 from samebits.errors import UserError
 
 app = typer.Typer(
@@ -45,6 +45,7 @@ verify.register(app)
 env.register(app)
 run.register(app)
 demo.register(app)
+cache.register(app)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -191,7 +191,7 @@ def _load_export(spec: str) -> LoadedModel:
 class OnnxModel:
     """Runs an ONNX file through onnxruntime on CPU with tensors in and out."""
 
-    def __init__(self, path: Path, threads: int | None = None, spinning: bool = True) -> None:
+    def __init__(self, path: Path, threads: int | None = None, spinning: bool = True, optimize: bool = True) -> None:
         try:
             import onnxruntime as ort
         except ImportError:
@@ -201,6 +201,8 @@ class OnnxModel:
             options.intra_op_num_threads = threads
         if not spinning:  # idle threads otherwise spin after each run and slow whatever runs next
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        if not optimize:  # a file ONNX Runtime optimised already: load it as it is
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         self.input_names = [i.name for i in self.session.get_inputs()]
 

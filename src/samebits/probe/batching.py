@@ -66,20 +66,83 @@ def random_neighbour(sample: ModelInputs, generator: torch.Generator, dim: int =
     return _map_batched(sample, 1, dim, make)
 
 
-def stack_samples(samples: list[ModelInputs], dim: int = 0) -> ModelInputs:
-    """One batch from samples of one (same structure), in order."""
-    first = samples[0]
+def concat_batches(batches: list[ModelInputs], dim: int = 0) -> ModelInputs:
+    """One batch from several of the same structure, in order (tensors concatenated along
+    ``dim``, lists of tensors joined; other arguments taken from the first)."""
+    first = batches[0]
+    sizes = [batch_size_of(b, dim) for b in batches]
 
     def join(position: int | str) -> Any:
-        parts = [s.args[position] if isinstance(position, int) else s.kwargs[position] for s in samples]
+        parts = [b.args[position] if isinstance(position, int) else b.kwargs[position] for b in batches]
         head = parts[0]
-        if isinstance(head, torch.Tensor) and head.dim() > dim and head.shape[dim] == 1:
+        if isinstance(head, torch.Tensor) and head.dim() > dim and all(p.shape[dim] == n for p, n in zip(parts, sizes)):
             return torch.cat(parts, dim)
-        if _is_tensor_list(head) and len(head) == 1:
-            return [p[0] for p in parts]
+        if _is_tensor_list(head) and all(len(p) == n for p, n in zip(parts, sizes)):
+            return [t for p in parts for t in p]
         return head
 
     return ModelInputs(tuple(join(i) for i in range(len(first.args))), {k: join(k) for k in first.kwargs})
+
+
+def stack_samples(samples: list[ModelInputs], dim: int = 0) -> ModelInputs:
+    """One batch from samples that are batches of one, in order."""
+    return concat_batches(samples, dim)
+
+
+def take_rows(inputs: ModelInputs, start: int, stop: int, dim: int = 0) -> ModelInputs:
+    """Rows ``start:stop`` of a batch (still a batch)."""
+    n = batch_size_of(inputs, dim)
+    assert n is not None
+
+    def take(arg: Any, is_tensor: bool) -> Any:
+        return arg.narrow(dim, start, stop - start) if is_tensor else list(arg[start:stop])
+
+    return _map_batched(inputs, n, dim, take)
+
+
+def first_rows(output: Any, n_total: int, n_real: int) -> Any:
+    """The part of a batched output that belongs to its first ``n_real`` rows (padding dropped)."""
+    if isinstance(output, torch.Tensor):
+        if output.dim() == 0 or output.shape[0] != n_total:
+            raise ValueError(f"an output's leading dim is {tuple(output.shape)[:1]} for a batch of {n_total}")
+        return output[:n_real]
+    if isinstance(output, list) and len(output) == n_total:
+        return output[:n_real]
+    if isinstance(output, dict):
+        return {k: first_rows(v, n_total, n_real) for k, v in output.items()}
+    if isinstance(output, tuple):
+        parts = [first_rows(v, n_total, n_real) for v in output]
+        return type(output)(*parts) if hasattr(output, "_fields") else tuple(parts)
+    return output
+
+
+def join_rows(outputs: list[Any]) -> Any:
+    """Batched outputs of consecutive chunks joined into one (the inverse of splitting rows)."""
+    head = outputs[0]
+    if isinstance(head, torch.Tensor):
+        return torch.cat(outputs, 0)
+    if isinstance(head, list):
+        return [item for out in outputs for item in out]
+    if isinstance(head, dict):
+        return {k: join_rows([o[k] for o in outputs]) for k in head}
+    if isinstance(head, tuple):
+        parts = [join_rows([o[i] for o in outputs]) for i in range(len(head))]
+        return type(head)(*parts) if hasattr(head, "_fields") else tuple(parts)
+    return head
+
+
+def row_of(output: Any, index: int) -> Any:
+    """Sample ``index`` of a batched output, without the batch dimension."""
+    if isinstance(output, torch.Tensor):
+        return output[index]
+    if isinstance(output, list):
+        return output[index]
+    if isinstance(output, dict):
+        return {k: row_of(v, index) for k, v in output.items()}
+    if isinstance(output, tuple):
+        parts = [row_of(v, index) for v in output]
+        return type(output)(*parts) if hasattr(output, "_fields") else tuple(parts)
+    return output
 
 
 def sample_view(alone: Any, batched: Any, index: int, n: int) -> Any:

@@ -1,0 +1,46 @@
+"""``samebits cache list|clear``: the Predictor's compiled artifacts and calibrations."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+cache_app = typer.Typer(help="The Predictor's cached artifacts and calibrations.", no_args_is_help=True)
+DirOpt = typer.Option(None, "--cache-dir", metavar="DIR", help="Default: $SAMEBITS_CACHE_DIR or ~/.cache/samebits.")
+
+
+@cache_app.command("list")
+def list_command(cache_dir: Optional[str] = DirOpt) -> None:
+    """List cached artifacts and calibrations with their sizes."""
+    from pathlib import Path
+
+    from samebits.probe.artifacts_io import default_cache_dir, list_cache
+
+    folder = Path(cache_dir) if cache_dir else default_cache_dir()
+    entries = list_cache(folder)
+    console = Console(highlight=False)
+    if not entries:
+        console.print(f"{folder}: empty")
+        return
+    table = Table("name", "kind", "size", box=None, title=str(folder), title_justify="left")
+    for e in entries:
+        table.add_row(e["name"], e["kind"], f"{e['bytes'] / 1024:.1f} KiB")
+    console.print(table)
+
+
+@cache_app.command("clear")
+def clear_command(cache_dir: Optional[str] = DirOpt) -> None:
+    """Remove every cached artifact and calibration (they are rebuilt on demand)."""
+    from pathlib import Path
+
+    from samebits.probe.artifacts_io import clear_cache, default_cache_dir
+
+    folder = Path(cache_dir) if cache_dir else default_cache_dir()
+    typer.echo(f"removed {clear_cache(folder)} entries from {folder}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(cache_app, name="cache")

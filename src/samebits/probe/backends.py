@@ -1,0 +1,115 @@
+"""Run a model through a backend: eager, TorchScript, torch.export, torch.compile, ONNX Runtime
+or TensorRT. Compiled artifacts are files keyed by content, built once and loaded everywhere."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import logging
+import shutil
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from samebits.errors import UserError
+from samebits.models.inputs import ModelInputs
+
+BACKENDS = ("eager", "torchscript", "export", "compile", "onnxruntime", "tensorrt")
+
+
+class BackendUnavailable(UserError):
+    """A backend that cannot run here (missing package, compiler or device), with the reason."""
+
+
+@dataclasses.dataclass
+class Built:
+    runner: Callable[..., Any]
+    artifact: Path | None = None
+    built_here: bool = False  # False: loaded from a file another process (or run) built
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """Exporters report their steps on stdout and warn through logging: keep reports clean."""
+    loggers = [logging.getLogger(name) for name in ("torch.onnx", "torch.export", "torch._dynamo", "onnxscript")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+
+
+def build(name: str, model: Any, example: ModelInputs, folder: Path, key: str, *, threads: int | None = None, spinning: bool = True) -> Built:
+    """A runner for ``model`` through backend ``name``; artifacts go to ``folder/<name>-<key>.*``."""
+    from samebits.probe.artifacts_io import build_once
+
+    if name == "eager":
+        return Built(model)
+    if name not in BACKENDS:
+        raise UserError(f"unknown backend '{name}'; choose from {', '.join(BACKENDS)}")
+    if example.kwargs and name in ("torchscript", "onnxruntime"):
+        raise BackendUnavailable(f"the {name} backend takes positional inputs only; this model's inputs have keywords")
+    if name == "torchscript":
+        path = folder / f"torchscript-{key}.pt"
+        with quiet():
+            built = build_once(path, lambda tmp: torch.jit.trace(model, example.args, check_trace=False).save(str(tmp)))
+            loaded = torch.jit.load(str(path))
+        return Built(loaded, path, built)
+    if name == "export":
+        path = folder / f"export-{key}.pt2"
+        with quiet():
+            built = build_once(path, lambda tmp: torch.export.save(torch.export.export(model, example.args, example.kwargs), str(tmp)))
+            program = torch.export.load(str(path))
+        return Built(program.module(), path, built)
+    if name == "compile":
+        if not (shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")):
+            raise BackendUnavailable("torch.compile on CPU needs a C++ compiler at run time, and none is on PATH")
+        return Built(torch.compile(model, dynamic=False))
+    if name == "onnxruntime":
+        return _onnxruntime(model, example, folder, key, threads, spinning)
+    try:
+        import tensorrt  # noqa: F401
+    except ImportError:
+        raise BackendUnavailable("the tensorrt backend needs CUDA and the tensorrt package; neither is usable here") from None
+    if not torch.cuda.is_available():
+        raise BackendUnavailable("the tensorrt backend needs a CUDA device, and none is available")
+    raise BackendUnavailable("the tensorrt backend is not implemented yet in this samebits version")
+
+
+def _onnxruntime(model: Any, example: ModelInputs, folder: Path, key: str, threads: int | None, spinning: bool) -> Built:
+    from samebits.probe.artifacts_io import build_once
+
+    try:
+        import onnxruntime as ort
+        import onnxscript  # noqa: F401  (the default exporter needs it)
+    except ImportError:
+        raise BackendUnavailable("the onnxruntime backend needs onnxruntime and onnxscript: pip install 'samebits[onnx]'") from None
+    exported = folder / f"onnx-{key}.onnx"
+    optimized = folder / f"onnxruntime-{key}.ort.onnx"
+
+    def export(tmp: Path) -> None:
+        with quiet():
+            torch.onnx.export(model, example.args, str(tmp), dynamo=True, verbose=False)
+
+    def optimize(tmp: Path) -> None:
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.optimized_model_filepath = str(tmp)
+        options.log_severity_level = 3  # its note that the file is machine-specific: the key holds the CPU
+        ort.InferenceSession(str(exported), options, providers=["CPUExecutionProvider"])
+
+    built = build_once(exported, export)
+    built = build_once(optimized, optimize) or built
+    from samebits.models.spec import OnnxModel
+
+    runner = OnnxModel(optimized, threads=threads or torch.get_num_threads(), spinning=spinning, optimize=False)
+    return Built(runner, optimized, built)

@@ -1,0 +1,252 @@
+"""``samebits.Predictor``: eval, inference_mode, batching, and outputs that do not depend on the
+batch a sample arrives in (measured, never assumed)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import threading
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from samebits.errors import UserError
+from samebits.models import LoadedModel, ModelInputs, load_model
+from samebits.probe.artifacts_io import artifact_key, default_cache_dir, locked
+from samebits.probe.backends import BACKENDS, build
+from samebits.probe.batching import batch_size_of, concat_batches, first_rows, join_rows, random_neighbour, row_of, take_rows, take_sample
+from samebits.probe.prepare import prepare
+from samebits.runtime.invariance import Invariance, calibrate, pad_to
+from samebits.tensors.compare import compare
+
+DEFAULT_MAX_BATCH = 64
+
+
+def _to_cpu(obj: Any) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return obj.cpu()
+    if isinstance(obj, list):
+        return [_to_cpu(o) for o in obj]
+    if isinstance(obj, dict):
+        return {k: _to_cpu(v) for k, v in obj.items()}
+    if isinstance(obj, tuple):
+        parts = [_to_cpu(o) for o in obj]
+        return type(obj)(*parts) if hasattr(obj, "_fields") else tuple(parts)
+    return obj
+
+
+def _shapes(inputs: ModelInputs) -> list[Any]:
+    from samebits.tensors.flatten import flatten
+
+    return [(p, str(t.dtype), list(t.shape)) for p, t in flatten(inputs.as_tree()).items() if isinstance(t, torch.Tensor)]
+
+
+class Predictor:
+    """Inference done right by default: ``eval()``, no grad, inputs moved to the device, outputs
+    on the CPU, and with ``invariant=True`` a sample's output never depends on its batch.
+
+    Invariance is measured at creation: which batch sizes give a row the same bits at every
+    position and with other neighbours (or the given ``tile``); every forward then runs only at
+    those sizes, padding by repeating a real sample and splitting above the largest. The
+    calibration is cached under ``cache_dir``, keyed by the model and the environment
+    fingerprint; compiled backends are files keyed by content, built once and loaded by every
+    process. With ``deterministic=True`` the :func:`samebits.deterministic` profile is applied
+    for the predictor's lifetime (until :meth:`close` or the end of its ``with`` block).
+    """
+
+    def __init__(
+        self,
+        model_or_spec: Any,
+        *,
+        device: str = "cpu",
+        dtype: str | None = None,
+        backend: str = "eager",
+        invariant: bool = True,
+        tile: int | None = None,
+        max_batch_size: int | None = None,
+        deterministic: bool = True,
+        cache_dir: str | os.PathLike[str] | None = None,
+        example_inputs: Any = None,
+        calibration_budget: float = 5.0,
+        seed: int = 0,
+    ) -> None:
+        if backend not in BACKENDS:
+            raise UserError(f"unknown backend '{backend}'; choose from {', '.join(BACKENDS)}")
+        if tile is not None and tile < 1 or max_batch_size is not None and max_batch_size < 1:
+            raise UserError("tile and max_batch_size must be >= 1")
+        loaded = load_model(model_or_spec) if isinstance(model_or_spec, str) else model_or_spec if isinstance(model_or_spec, LoadedModel) else None
+        model = loaded.model if loaded else model_or_spec
+        example = ModelInputs.from_example(example_inputs) if example_inputs is not None else (loaded.example_inputs if loaded else None)
+        if example is None:
+            raise UserError("the Predictor needs example inputs (example_inputs=...) to calibrate and validate")
+        self.device, self.backend, self.seed = device, backend, seed
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+        self._lock = threading.RLock()
+        self._profile = None
+        if deterministic:
+            from samebits.determinism import deterministic as profile
+
+            self._profile = profile(seed, device=device)
+            self._profile.__enter__()
+        from samebits.fingerprint import Fingerprint
+
+        self.fingerprint = Fingerprint.capture().to_dict()
+        self.model, self._example = prepare(model, example, device, dtype)
+        if isinstance(self.model, nn.Module):
+            self.model.eval().requires_grad_(False)
+        self._runners: dict[int, Any] = {}
+        self.artifacts: dict[int, dict[str, Any]] = {}
+        self._sample = take_sample(self._example, 0) if batch_size_of(self._example) is not None else None
+        self.max_batch_size = max_batch_size or tile or DEFAULT_MAX_BATCH
+        self.invariance = self._invariance(invariant, tile, calibration_budget)
+        self.validation = self._validate()
+
+    # -- setup -------------------------------------------------------------------------------
+    def _example_at(self, size: int) -> ModelInputs:
+        assert self._sample is not None
+        gen = torch.Generator().manual_seed(self.seed)
+        return concat_batches([self._sample, *[random_neighbour(self._sample, gen) for _ in range(size - 1)]])
+
+    def _runner(self, size: int | None) -> Any:
+        if self.backend == "eager" or size is None:
+            return self.model
+        if size not in self._runners:
+            example = self._example_at(size)
+            key = artifact_key(self.model, {"backend": self.backend, "shapes": _shapes(example), "device": self.device})
+            built = build(self.backend, self.model, example, self.cache_dir, key)
+            self._runners[size] = built.runner
+            self.artifacts[size] = {"path": str(built.artifact) if built.artifact else None, "built_here": built.built_here}
+        return self._runners[size]
+
+    def _invariance(self, invariant: bool, tile: int | None, budget: float) -> Invariance:
+        if not invariant:
+            return Invariance("off", [], {"reason": "invariant=False"})
+        if self._sample is None:
+            raise UserError("invariant=True needs inputs with a batch dimension (dim 0); pass invariant=False")
+        candidates = [tile] if tile else sorted({s for s in (1, 2, 4, 8, 16, 32, 64, 128) if s <= self.max_batch_size} | {self.max_batch_size})
+        key = artifact_key(self.model, {"kind": "calibration", "backend": self.backend, "candidates": candidates, "sample": _shapes(self._sample), "fingerprint": hashlib.sha256(json.dumps(self.fingerprint, sort_keys=True, default=str).encode()).hexdigest()})
+        path = self.cache_dir / f"calibration-{key}.json"
+        with locked(path):
+            if path.exists():
+                data = json.loads(path.read_text())
+                inv = Invariance(data["scheme"], data["sizes"], {**data["measured"], "cached": True}, data["seconds"])
+            else:
+                inv = calibrate(lambda batch: self._run_at(batch, batch_size_of(batch)), self._sample, candidates, seed=self.seed, budget=budget)
+                fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".calibration-")
+                with os.fdopen(fd, "w") as f:
+                    json.dump(inv.to_dict(), f)
+                os.replace(tmp, path)
+        if tile and inv.sizes != [tile]:
+            raise UserError(f"tile {tile} is not batch-invariant here: a row's bits change with its position or neighbours (measured)")
+        if not inv.sizes:
+            raise UserError(f"no batch size up to {self.max_batch_size} is invariant here (measured: {inv.measured}); pass invariant=False")
+        return inv
+
+    def _validate(self) -> dict[str, Any]:
+        """This backend against eager on the example inputs (at a verified size)."""
+        if self.backend == "eager":
+            return {"backend": "eager", "identical": True, "against": "eager"}
+        size = self.invariance.sizes[-1] if self.invariance.sizes else batch_size_of(self._example)
+        example = self._example_at(size) if self._sample is not None and size else self._example
+        with torch.inference_mode():
+            ours = self._run_at(example, size)
+            eager = example.call(self.model)
+        result = compare(_to_cpu(eager), _to_cpu(ours))
+        worst = result.first_difference()
+        return {"backend": self.backend, "against": "eager", "identical": result.identical, "max_abs": worst.max_abs if worst else 0.0, "max_rel": worst.max_rel if worst else 0.0, "batch_size": size}
+
+    # -- running -----------------------------------------------------------------------------
+    def _run_at(self, batch: ModelInputs, size: int | None) -> Any:
+        with torch.inference_mode():
+            return batch.call(self._runner(size))
+
+    def _forward(self, batch: ModelInputs) -> Any:
+        n = batch_size_of(batch)
+        if n is None:
+            if self.invariance.scheme != "off":
+                raise UserError("these inputs have no batch dimension; the Predictor batches along dim 0")
+            return _to_cpu(self._run_at(batch, None))
+        plan = self.invariance.plan(n) if self.invariance.scheme != "off" else [(min(n - i, self.max_batch_size),) * 2 for i in range(0, n, self.max_batch_size)]
+        outputs, start = [], 0
+        with self._lock:
+            for rows, size in plan:
+                chunk = pad_to(take_rows(batch, start, start + rows), rows, size)
+                outputs.append(first_rows(self._run_at(chunk, size), size, rows))
+                start += rows
+        return _to_cpu(join_rows(outputs))
+
+    def _prepare(self, inputs: Any) -> ModelInputs:
+        _, moved = prepare(None, ModelInputs.from_example(inputs), self.device)
+        return moved
+
+    def predict(self, batch: Any) -> Any:
+        """Outputs for a batch (inputs as the model takes them, batch dim 0), on the CPU."""
+        return self._forward(self._prepare(batch))
+
+    def predict_one(self, sample: Any) -> Any:
+        """The output for one sample (no batch dimension), without a batch dimension."""
+        return row_of(self._forward(self._batch_of([self._prepare(sample)])), 0)
+
+    def _batch_of(self, samples: list[ModelInputs]) -> ModelInputs:
+        """Samples without a batch dim (list models: single images) as one batch."""
+        template = self._example
+
+        def lift(arg: Any, like: Any) -> Any:
+            if isinstance(like, list) and like and isinstance(like[0], torch.Tensor):
+                return [arg]
+            return arg.unsqueeze(0) if isinstance(arg, torch.Tensor) else arg
+
+        lifted = [ModelInputs(tuple(lift(a, t) for a, t in zip(s.args, template.args)), {k: lift(v, template.kwargs.get(k)) for k, v in s.kwargs.items()}) for s in samples]
+        return concat_batches(lifted)
+
+    def map(self, samples: Iterable[Any], batch_size: int | None = None, progress: bool = False) -> Iterator[Any]:
+        """Outputs for every sample (no batch dim each), in input order, batched ``batch_size``
+        at a time (default: the largest verified size); the last partial batch is handled."""
+        size = batch_size or (self.invariance.sizes[-1] if self.invariance.sizes else self.max_batch_size)
+        pending: list[ModelInputs] = []
+        done = 0
+        bar = _progress() if progress else None
+        for sample in samples:
+            pending.append(self._prepare(sample))
+            if len(pending) == size:
+                yield from self._flush(pending)
+                done += len(pending)
+                pending = []
+                if bar:
+                    bar(done)
+        if pending:
+            yield from self._flush(pending)
+            if bar:
+                bar(done + len(pending))
+
+    def _flush(self, pending: list[ModelInputs]) -> Iterator[Any]:
+        out = self._forward(self._batch_of(pending))
+        for i in range(len(pending)):
+            yield row_of(out, i)
+
+    # -- lifetime ----------------------------------------------------------------------------
+    def close(self) -> None:
+        """End the determinism profile (restoring every switch); the predictor can still run."""
+        if self._profile is not None:
+            profile, self._profile = self._profile, None
+            profile.__exit__(None, None, None)
+
+    def __enter__(self) -> Predictor:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _progress() -> Any:
+    import sys
+
+    def show(done: int) -> None:
+        print(f"\rsamebits: {done} samples", end="", file=sys.stderr, flush=True)
+
+    return show

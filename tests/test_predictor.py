@@ -1,0 +1,116 @@
+"""samebits.Predictor: a sample's output never depends on the batch it is predicted in."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import samebits
+from samebits.errors import UserError
+from samebits.runtime.invariance import Invariance
+
+from conftest import run_cli, scrubbed_env
+
+
+@pytest.fixture
+def cache(tmp_path):
+    return tmp_path / "cache"
+
+
+def rows(n, seed=5):
+    return torch.randn(n, 256, generator=torch.Generator().manual_seed(seed))
+
+
+def test_a_sample_gets_the_same_bits_in_every_batch(cache):
+    with samebits.Predictor("demo:mlp", cache_dir=cache) as p:
+        x = rows(40)
+        alone = [p.predict_one(r) for r in x[:7]]
+        for size, position in [(1, 0), (3, 2), (7, 0), (13, 6), (40, 5)]:
+            batch = torch.cat([rows(size, seed=size)[:position], x[position : position + 1], rows(size, seed=99)[position + 1 :]])
+            assert torch.equal(p.predict(batch)[position], alone[position]), (size, position)
+        assert p.invariance.scheme in ("tile", "class") and p.invariance.sizes
+
+
+def test_the_bare_model_is_batch_variant_here_so_the_test_means_something():
+    loaded = samebits.load_model("demo:mlp")
+    x = rows(8)
+    with torch.inference_mode():
+        differs = not torch.equal(loaded.model(x[:1])[0], loaded.model(x)[0])
+    if not differs:
+        pytest.skip("this CPU's GEMM is batch-invariant for demo:mlp: the Predictor test above cannot fail here")
+    assert differs
+
+
+def test_map_keeps_order_and_handles_the_partial_batch(cache):
+    with samebits.Predictor("demo:mlp", cache_dir=cache) as p:
+        x = rows(23)
+        mapped = list(p.map(iter(x), batch_size=8))
+        assert len(mapped) == 23
+        assert all(torch.equal(m, p.predict_one(r)) for m, r in zip(mapped, x))
+
+
+def test_nested_outputs_are_split_per_sample(cache):
+    with samebits.Predictor("demo:detector", cache_dir=cache, max_batch_size=4) as p:
+        images = [torch.randn(3, 64, 64, generator=torch.Generator().manual_seed(i)) for i in range(5)]
+        batched = p.predict((images,))
+        assert isinstance(batched, list) and len(batched) == 5
+        one = p.predict_one((images[3],))
+        assert set(one) == {"boxes", "scores", "labels"} and torch.equal(one["boxes"], batched[3]["boxes"])
+
+
+def test_calibration_is_cached_and_says_what_it_measured(cache):
+    first = samebits.Predictor("demo:mlp", cache_dir=cache, deterministic=False)
+    assert "cached" not in first.invariance.measured and first.invariance.measured["tried"]
+    second = samebits.Predictor("demo:mlp", cache_dir=cache, deterministic=False)
+    assert second.invariance.measured["cached"] is True and second.invariance.sizes == first.invariance.sizes
+
+
+def test_plan_runs_only_verified_sizes():
+    inv = Invariance("class", [4, 8, 16], {})
+    assert inv.plan(3) == [(3, 4)]
+    assert inv.plan(9) == [(9, 16)]
+    assert inv.plan(37) == [(16, 16), (16, 16), (5, 8)]
+    assert Invariance("tile", [8], {}).plan(10) == [(8, 8), (2, 8)]
+
+
+def test_onnxruntime_backend_is_validated_and_reused_by_a_second_process(cache):
+    pytest.importorskip("onnxruntime")
+    with samebits.Predictor("demo:mlp", cache_dir=cache, backend="onnxruntime", tile=4) as p:
+        assert p.validation["backend"] == "onnxruntime" and "max_abs" in p.validation
+        assert p.artifacts[4]["built_here"] is True
+        x = rows(9)
+        assert torch.equal(p.predict(x)[5], p.predict_one(x[5]))
+    code = (
+        "import samebits\n"
+        f"p = samebits.Predictor('demo:mlp', cache_dir={str(cache)!r}, backend='onnxruntime', tile=4)\n"
+        "print(p.artifacts[4]['built_here'], p.invariance.measured.get('cached'))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=scrubbed_env(), timeout=300)
+    assert out.stdout.split() == ["False", "True"], out.stderr
+
+
+def test_deterministic_profile_lives_as_long_as_the_predictor(cache):
+    assert not torch.are_deterministic_algorithms_enabled()
+    p = samebits.Predictor("demo:mlp", cache_dir=cache)
+    assert torch.are_deterministic_algorithms_enabled()
+    p.close()
+    assert not torch.are_deterministic_algorithms_enabled()
+
+
+def test_errors(cache):
+    with pytest.raises(UserError, match="unknown backend 'tvm'"):
+        samebits.Predictor("demo:mlp", backend="tvm", cache_dir=cache)
+    with pytest.raises(UserError, match="tensorrt"):
+        samebits.Predictor("demo:mlp", backend="tensorrt", cache_dir=cache, deterministic=False)
+    with pytest.raises(UserError, match="needs example inputs"):
+        samebits.Predictor(torch.nn.Linear(2, 2), cache_dir=cache)
+
+
+def test_cache_cli_lists_and_clears(cache):
+    samebits.Predictor("demo:mlp", cache_dir=cache, deterministic=False)
+    listed = run_cli("cache", "list", "--cache-dir", str(cache))
+    assert listed.returncode == 0 and "calibration-" in listed.stdout
+    cleared = run_cli("cache", "clear", "--cache-dir", str(cache))
+    assert cleared.returncode == 0 and "removed 1 entries" in cleared.stdout
+    assert "empty" in run_cli("cache", "list", "--cache-dir", str(cache)).stdout
