@@ -24,7 +24,7 @@ from samebits.probe.prepare import prepare
 from samebits.runtime.invariance import Invariance, calibrate, pad_to
 from samebits.tensors.compare import compare
 
-DEFAULT_MAX_BATCH = 64
+DEFAULT_MAX_BATCH = 256
 
 
 def _to_cpu(obj: Any) -> Any:
@@ -118,7 +118,7 @@ class Predictor:
         if size not in self._runners:
             example = self._example_at(size)
             key = artifact_key(self.model, {"backend": self.backend, "shapes": _shapes(example), "device": self.device})
-            built = build(self.backend, self.model, example, self.cache_dir, key)
+            built = build(self.backend, self.model, example, self.cache_dir, key, spinning=False)  # idle ORT threads would spin and slow the rest
             self._runners[size] = built.runner
             self.artifacts[size] = {"path": str(built.artifact) if built.artifact else None, "built_here": built.built_here}
         return self._runners[size]
@@ -128,7 +128,7 @@ class Predictor:
             return Invariance("off", [], {"reason": "invariant=False"})
         if self._sample is None:
             raise UserError("invariant=True needs inputs with a batch dimension (dim 0); pass invariant=False")
-        candidates = [tile] if tile else sorted({s for s in (1, 2, 4, 8, 16, 32, 64, 128) if s <= self.max_batch_size} | {self.max_batch_size})
+        candidates = [tile] if tile else sorted({s for s in (1, 2, 4, 8, 16, 32, 64, 128, 256) if s <= self.max_batch_size} | {self.max_batch_size})
         key = artifact_key(self.model, {"kind": "calibration", "backend": self.backend, "candidates": candidates, "sample": _shapes(self._sample), "fingerprint": hashlib.sha256(json.dumps(self.fingerprint, sort_keys=True, default=str).encode()).hexdigest()})
         path = self.cache_dir / f"calibration-{key}.json"
         with locked(path):
