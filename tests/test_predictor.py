@@ -114,3 +114,47 @@ def test_cache_cli_lists_and_clears(cache):
     cleared = run_cli("cache", "clear", "--cache-dir", str(cache))
     assert cleared.returncode == 0 and "removed 1 entries" in cleared.stdout
     assert "empty" in run_cli("cache", "list", "--cache-dir", str(cache)).stdout
+
+
+def test_check_through_the_predictor_shows_the_fix(cache, monkeypatch):
+    from samebits.check import check
+
+    monkeypatch.setenv("SAMEBITS_CACHE_DIR", str(cache))
+    bare = check("demo:mlp", axes=("batch",), batch_sizes=(1, 2, 4, 8))
+    fixed = check("demo:mlp", axes=("batch", "state", "process"), batch_sizes=(1, 2, 4, 8), runtime="predictor")
+    assert fixed.axis("batch").verdict == "identical" and fixed.axis("state").verdict == "identical"
+    assert fixed.axis("process").verdict == "identical"
+    assert "ran through predictor" in fixed.localization
+    assert not torch.are_deterministic_algorithms_enabled()  # the Predictor's profile ended with the check
+    if bare.axis("batch").verdict != "diverged":
+        pytest.skip("the bare demo:mlp is batch-invariant on this CPU: the fix cannot be shown here")
+
+
+def test_concurrent_predict_calls_from_threads(cache):
+    import threading
+
+    with samebits.Predictor("demo:mlp", cache_dir=cache) as p:
+        x = rows(64)
+        expected = p.predict(x)
+        results, errors = {}, []
+
+        def work(i):
+            try:
+                results[i] = p.predict(x[i : i + 9])
+            except Exception as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors
+        assert all(torch.equal(results[i], expected[i : i + 9]) for i in range(8))
+
+
+def test_unknown_runtime_is_a_user_error():
+    from samebits.check import check
+
+    with pytest.raises(UserError, match="unknown runtime 'server'"):
+        check("demo:mlp", axes=("repeat",), runtime="server")

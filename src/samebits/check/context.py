@@ -36,6 +36,7 @@ class CheckOptions:
     dtype: str | None = None
     timeout: float = 120.0
     localize: bool = True
+    runtime: str | None = None  # "predictor" or "predictor:BACKEND": run the axes through a Predictor
 
     def thread_counts(self) -> tuple[int, ...]:
         if self.threads:
@@ -52,6 +53,12 @@ class CheckContext:
     spec: str | None
     hookable: bool
     progress: Callable[[str], None] = lambda message: None
+
+    @property
+    def module(self) -> Any:
+        """The model whose parameters and buffers count (the Predictor's own model, for --runtime)."""
+        predictor = getattr(self.model, "predictor", None)
+        return predictor.model if predictor is not None else self.model
 
     def compare(self, a: Any, b: Any) -> TreeComparison:
         """Compare two outputs with the check's tolerance (bits when none was given)."""

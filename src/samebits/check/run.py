@@ -121,9 +121,21 @@ def check(model_or_spec: Any = "demo:mlp", inputs: Any = None, *, progress: Call
     if model_inputs is None:
         raise UserError(f"MODEL '{loaded.spec}' comes with no example inputs; pass inputs (--input FILE or --input-shape 4,3,32,32)")
     model, model_inputs = prepare(loaded.model, model_inputs, opts.device, opts.dtype)
-    ctx = CheckContext(model, model_inputs, opts, spec, loaded.hookable, say)
+    hookable = loaded.hookable
+    predictor = None
+    if opts.runtime:
+        from samebits.runtime.predictor import parse_runtime, runtime_model
+
+        parse_runtime(opts.runtime)
+        say(f"building the {opts.runtime} runtime")
+        with isolate_rng(opts.device):
+            model = runtime_model(model, model_inputs, opts.runtime)
+        predictor, hookable = model.predictor, False
+    ctx = CheckContext(model, model_inputs, opts, spec, hookable, say)
     results: dict[str, AxisResult] = {}
-    with isolate_rng(opts.device), _model_state_kept(model) as reset:
+    with isolate_rng(opts.device), _model_state_kept(model) as reset, contextlib.ExitStack() as stack:
+        if predictor is not None:
+            stack.callback(predictor.close)
         try:
             plain_forward(model, model_inputs)
         except Exception as exc:
@@ -157,4 +169,6 @@ def check(model_or_spec: Any = "demo:mlp", inputs: Any = None, *, progress: Call
         causes = diagnose(results, model, rerun)
     ordered = [results[a] for a in AXES if a in results]
     note = None if loaded.hookable else f"localisation is unavailable: hooks cannot see inside a {loaded.kind} model"
+    if opts.runtime:
+        note = f"ran through {opts.runtime}; localisation is unavailable there (hooks would see the Predictor's tiles, not these batches)"
     return CheckReport(loaded.spec, _describe(model_inputs), ordered, causes, Fingerprint.capture().to_dict(), note, time.monotonic() - start)

@@ -43,6 +43,7 @@ def check_command(
     device: str = typer.Option("cpu", "--device", help="cpu or cuda."),
     timeout: float = typer.Option(120.0, "--timeout", help="Seconds each child process may take."),
     no_localize: bool = typer.Option(False, "--no-localize", help="Skip finding the first divergent module."),
+    runtime: Optional[str] = typer.Option(None, "--runtime", metavar="predictor[:BACKEND]", help="Run the axes through a samebits.Predictor, to see a fix work."),
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH", help="Also write the report as JSON ('-' for stdout)."),
 ) -> None:
     """Run MODEL under every variation that changes bits; say which axes change them, where the
@@ -76,6 +77,7 @@ def check_command(
             dtype=model_dtype,
             timeout=timeout,
             localize=not no_localize,
+            runtime=runtime,
         )
     write_json(report.to_dict(), json_path)
     render(console, report)

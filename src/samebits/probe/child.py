@@ -37,6 +37,10 @@ def run(job: dict) -> dict:
     model = _load_model(job)
     data = torch.load(job["inputs"], map_location="cpu", weights_only=True)
     model, inputs = prepare(model, ModelInputs(tuple(data["args"]), data["kwargs"]), job.get("device", "cpu"), job.get("dtype"))
+    if job.get("runtime"):  # samebits check --runtime predictor[:BACKEND]
+        from samebits.runtime.predictor import runtime_model
+
+        model = runtime_model(model, inputs, job["runtime"])
     seed_rngs(int(job.get("seed", 0)))
     if job.get("task") == "memory":
         from samebits.probe.memory import memory_growth

@@ -61,10 +61,10 @@ def unshippable_reason(model: Any) -> str | None:
 class ChildRunner:
     """Owns a private temporary folder with the model (or its spec) and inputs, and runs children."""
 
-    def __init__(self, model: Any, inputs: ModelInputs, *, spec: str | None, seed: int, device: str, dtype: str | None, timeout: float) -> None:
+    def __init__(self, model: Any, inputs: ModelInputs, *, spec: str | None, seed: int, device: str, dtype: str | None, timeout: float, runtime: str | None = None) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="samebits-"))  # mode 0700: private to this user
         self.timeout = timeout
-        self.base: dict[str, Any] = {"seed": seed, "device": device, "dtype": dtype}
+        self.base: dict[str, Any] = {"seed": seed, "device": device, "dtype": dtype, "runtime": runtime}
         torch.save({"args": list(inputs.args), "kwargs": inputs.kwargs}, self.folder / "inputs.pt")
         self.base["inputs"] = str(self.folder / "inputs.pt")
         self.skip_reason: str | None = None

@@ -83,7 +83,8 @@ def run_children_axes(ctx: CheckContext, names: list[str]) -> dict[str, AxisResu
     """Run the process and threads axes (those in ``names``) with all their children at once."""
     start = time.monotonic()
     results: dict[str, AxisResult] = {}
-    with ChildRunner(ctx.model, ctx.inputs, spec=ctx.spec, seed=ctx.options.seed, device=ctx.options.device, dtype=ctx.options.dtype, timeout=ctx.options.timeout) as runner:
+    model = getattr(ctx.model, "predictor", None)
+    with ChildRunner(model.model if model else ctx.model, ctx.inputs, spec=ctx.spec, seed=ctx.options.seed, device=ctx.options.device, dtype=ctx.options.dtype, timeout=ctx.options.timeout, runtime=ctx.options.runtime) as runner:
         if runner.skip_reason:
             hint = "; pass a MODEL spec (file.py:factory) so that fresh processes can load it"
             return {n: AxisResult(n, "skipped", reason=runner.skip_reason + hint) for n in names}

@@ -140,15 +140,15 @@ def state_digests(model: Any) -> dict[str, str]:
 def state_axis(ctx: CheckContext) -> AxisResult:
     """Digests of every parameter and buffer before and after one forward."""
     start = time.monotonic()
-    if not isinstance(ctx.model, nn.Module):
+    if not isinstance(ctx.module, nn.Module):
         return AxisResult("state", "skipped", reason="the model has no parameters or buffers that samebits can see (not an nn.Module)")
-    before = state_digests(ctx.model)
+    before = state_digests(ctx.module)
     seed_rngs(ctx.options.seed)
     ctx.forward()
-    after = state_digests(ctx.model)
+    after = state_digests(ctx.module)
     changed = sorted(n for n in before if after.get(n) != before[n]) + sorted(n for n in after if n not in before)
     owners = dict.fromkeys(n.rpartition(".")[0] or "<model>" for n in changed)
-    types = {name or "<model>": type(m).__name__ for name, m in ctx.model.named_modules()}
+    types = {name or "<model>": type(m).__name__ for name, m in ctx.module.named_modules()}
     result = AxisResult("state", "diverged" if changed else "identical", 1, 0 if changed else 1)
     result.details = {"changed": changed, "modules": [{"module": m, "type": types.get(m, "?")} for m in owners]}
     result.summary = (
