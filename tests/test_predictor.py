@@ -158,3 +158,40 @@ def test_unknown_runtime_is_a_user_error():
 
     with pytest.raises(UserError, match="unknown runtime 'server'"):
         check("demo:mlp", axes=("repeat",), runtime="server")
+
+
+def test_bench_table_side_by_side(tmp_path, monkeypatch):
+    import json
+    from importlib import resources
+
+    import jsonschema
+
+    monkeypatch.setenv("SAMEBITS_CACHE_DIR", str(tmp_path / "cache"))
+    out = tmp_path / "b.json"
+    result = run_cli("bench", "--batch-sizes", "1,4", "--backends", "eager", "--rounds", "3", "--budget", "0.5", "--json", str(out), timeout=300)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(out.read_text())
+    jsonschema.validate(data, json.loads(resources.files("samebits").joinpath("schemas/bench.schema.json").read_text()))
+    configs = {(r["config"], r["batch"]) for r in data["rows"]}
+    assert {("per-sample loop", 1), ("eager", 4), ("predictor:eager", 4), ("predictor:eager (variant)", 4)} <= configs
+    invariant = [r for r in data["rows"] if r["config"] == "predictor:eager"]
+    assert all(r["same_as_alone"] for r in invariant)  # batch invariance, measured per row
+    assert all(r["peak_mb"] is not None for r in data["rows"])
+    assert "eager" in data["invariance_cost"] and data["invariance"]["predictor:eager"]
+
+
+def test_auto_max_batch_size_fits_the_memory_budget(cache):
+    p = samebits.Predictor("demo:mlp", max_batch_size="auto", memory_budget_mb=4, cache_dir=cache, deterministic=False)
+    chosen = p.memory["max_batch_size"]
+    peaks = p.memory["peak_mb_by_batch"]
+    assert p.max_batch_size == chosen and peaks[chosen] <= 4
+    assert any(size > chosen and mb > 4 for size, mb in peaks.items())  # the next size was measured over budget
+    assert max(p.invariance.sizes) <= chosen
+    with pytest.raises(UserError, match="max_batch_size must be"):
+        samebits.Predictor("demo:mlp", max_batch_size="big", cache_dir=cache)
+
+
+def test_a_failed_setup_leaves_no_profile_behind(cache):
+    with pytest.raises(UserError):
+        samebits.Predictor(torch.nn.Linear(3, 3), example_inputs=torch.tensor(1.0), cache_dir=cache)  # no batch dim
+    assert not torch.are_deterministic_algorithms_enabled()

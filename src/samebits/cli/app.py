@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from samebits._version import __version__
-from samebits.cli import cache, check, demo, doctor, env, lint, record, run, verify
+from samebits.cli import bench, cache, check, demo, doctor, env, lint, record, run, verify
 from samebits.errors import UserError
 
 app = typer.Typer(
@@ -39,6 +39,7 @@ def _root(
 
 check.register(app)
 doctor.register(app)
+bench.register(app)
 lint.register(app)
 record.register(app)
 verify.register(app)

@@ -48,7 +48,7 @@ def quiet() -> Iterator[None]:
             lg.setLevel(level)
 
 
-def build(name: str, model: Any, example: ModelInputs, folder: Path, key: str, *, threads: int | None = None, spinning: bool = True) -> Built:
+def build(name: str, model: Any, example: ModelInputs, folder: Path, key: str, *, threads: int | None = None, spinning: bool = True, dynamic_batch: bool = False) -> Built:
     """A runner for ``model`` through backend ``name``; artifacts go to ``folder/<name>-<key>.*``."""
     from samebits.probe.artifacts_io import build_once
 
@@ -75,7 +75,7 @@ def build(name: str, model: Any, example: ModelInputs, folder: Path, key: str, *
             raise BackendUnavailable("torch.compile on CPU needs a C++ compiler at run time, and none is on PATH")
         return Built(torch.compile(model, dynamic=False))
     if name == "onnxruntime":
-        return _onnxruntime(model, example, folder, key, threads, spinning)
+        return _onnxruntime(model, example, folder, key, threads, spinning, dynamic_batch)
     try:
         import tensorrt  # noqa: F401
     except ImportError:
@@ -85,7 +85,7 @@ def build(name: str, model: Any, example: ModelInputs, folder: Path, key: str, *
     raise BackendUnavailable("the tensorrt backend is not implemented yet in this samebits version")
 
 
-def _onnxruntime(model: Any, example: ModelInputs, folder: Path, key: str, threads: int | None, spinning: bool) -> Built:
+def _onnxruntime(model: Any, example: ModelInputs, folder: Path, key: str, threads: int | None, spinning: bool, dynamic_batch: bool) -> Built:
     from samebits.probe.artifacts_io import build_once
 
     try:
@@ -97,8 +97,12 @@ def _onnxruntime(model: Any, example: ModelInputs, folder: Path, key: str, threa
     optimized = folder / f"onnxruntime-{key}.ort.onnx"
 
     def export(tmp: Path) -> None:
+        dynamic = None
+        if dynamic_batch:  # one file for every batch size: dim 0 of each tensor argument is "batch"
+            batch = torch.export.Dim("batch", min=1, max=4096)
+            dynamic = tuple({0: batch} if isinstance(a, torch.Tensor) and a.dim() else None for a in example.args)
         with quiet():
-            torch.onnx.export(model, example.args, str(tmp), dynamo=True, verbose=False)
+            torch.onnx.export(model, example.args, str(tmp), dynamo=True, verbose=False, dynamic_shapes=dynamic)
 
     def optimize(tmp: Path) -> None:
         options = ort.SessionOptions()

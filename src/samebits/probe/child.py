@@ -42,6 +42,10 @@ def run(job: dict) -> dict:
 
         model = runtime_model(model, inputs, job["runtime"])
     seed_rngs(int(job.get("seed", 0)))
+    if job.get("task") == "peak":
+        from samebits.runtime.bench import peak_task
+
+        return {"data": peak_task(model, inputs, **job["params"])}
     if job.get("task") == "memory":
         from samebits.probe.memory import memory_growth
 

@@ -55,3 +55,40 @@ def _tensors(obj: Any) -> list[torch.Tensor]:
         return [t for t in flatten(obj).values() if isinstance(t, torch.Tensor)]
     except TypeError:
         return []
+
+
+def reset_peak() -> bool:
+    """Reset this process's peak RSS (Linux ``/proc/self/clear_refs``); False where it cannot."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_mb() -> float:
+    """This process's peak RSS since start or the last :func:`reset_peak`."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**10 if os.uname().sysname != "Darwin" else peak / 2**20
+
+
+def peak_of(run: Any, device: str = "cpu") -> float:
+    """MB that running ``run()`` added to the peak (CUDA: the peak of allocated memory)."""
+    if device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        run()
+        return (torch.cuda.max_memory_allocated() - before) / 2**20
+    reset_peak()
+    before = rss_mb()
+    run()
+    return max(0.0, peak_mb() - before)
+

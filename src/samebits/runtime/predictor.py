@@ -18,7 +18,7 @@ from torch import nn
 from samebits.errors import UserError
 from samebits.models import LoadedModel, ModelInputs, load_model
 from samebits.probe.artifacts_io import artifact_key, default_cache_dir, locked
-from samebits.probe.backends import BACKENDS, build
+from samebits.probe.backends import BACKENDS, BackendUnavailable, build
 from samebits.probe.batching import batch_size_of, concat_batches, first_rows, join_rows, random_neighbour, row_of, take_rows, take_sample
 from samebits.probe.prepare import prepare
 from samebits.runtime.invariance import Invariance, calibrate, pad_to
@@ -68,17 +68,20 @@ class Predictor:
         backend: str = "eager",
         invariant: bool = True,
         tile: int | None = None,
-        max_batch_size: int | None = None,
+        max_batch_size: int | str | None = None,
         deterministic: bool = True,
         cache_dir: str | os.PathLike[str] | None = None,
         example_inputs: Any = None,
         calibration_budget: float = 5.0,
+        memory_budget_mb: float | None = None,
         seed: int = 0,
     ) -> None:
         if backend not in BACKENDS:
             raise UserError(f"unknown backend '{backend}'; choose from {', '.join(BACKENDS)}")
-        if tile is not None and tile < 1 or max_batch_size is not None and max_batch_size < 1:
-            raise UserError("tile and max_batch_size must be >= 1")
+        if max_batch_size is not None and max_batch_size != "auto" and (not isinstance(max_batch_size, int) or max_batch_size < 1):
+            raise UserError(f"max_batch_size must be an integer >= 1 or 'auto', not {max_batch_size!r}")
+        if tile is not None and tile < 1:
+            raise UserError("tile must be >= 1")
         loaded = load_model(model_or_spec) if isinstance(model_or_spec, str) else model_or_spec if isinstance(model_or_spec, LoadedModel) else None
         model = loaded.model if loaded else model_or_spec
         example = ModelInputs.from_example(example_inputs) if example_inputs is not None else (loaded.example_inputs if loaded else None)
@@ -93,18 +96,27 @@ class Predictor:
 
             self._profile = profile(seed, device=device)
             self._profile.__enter__()
-        from samebits.fingerprint import Fingerprint
+        try:
+            from samebits.fingerprint import Fingerprint
 
-        self.fingerprint = Fingerprint.capture().to_dict()
-        self.model, self._example = prepare(model, example, device, dtype)
-        if isinstance(self.model, nn.Module):
-            self.model.eval().requires_grad_(False)
-        self._runners: dict[int, Any] = {}
-        self.artifacts: dict[int, dict[str, Any]] = {}
-        self._sample = take_sample(self._example, 0) if batch_size_of(self._example) is not None else None
-        self.max_batch_size = max_batch_size or tile or DEFAULT_MAX_BATCH
-        self.invariance = self._invariance(invariant, tile, calibration_budget)
-        self.validation = self._validate()
+            self.fingerprint = Fingerprint.capture().to_dict()
+            self.model, self._example = prepare(model, example, device, dtype)
+            if isinstance(self.model, nn.Module):
+                self.model.eval().requires_grad_(False)
+            self._runners: dict[int, Any] = {}
+            self._dynamic = backend == "onnxruntime"  # export once with a dynamic batch dim where it works
+            self.artifacts: dict[int, dict[str, Any]] = {}
+            self._sample = take_sample(self._example, 0) if batch_size_of(self._example) is not None else None
+            self.memory: dict[str, Any] = {}
+            if max_batch_size == "auto":
+                self.max_batch_size = self._auto_max_batch(memory_budget_mb)
+            else:
+                self.max_batch_size = max_batch_size or tile or DEFAULT_MAX_BATCH  # type: ignore[assignment]
+            self.invariance = self._invariance(invariant, tile, calibration_budget)
+            self.validation = self._validate()
+        except BaseException:
+            self.close()  # a failed setup leaves no profile behind
+            raise
 
     # -- setup -------------------------------------------------------------------------------
     def _example_at(self, size: int) -> ModelInputs:
@@ -115,13 +127,48 @@ class Predictor:
     def _runner(self, size: int | None) -> Any:
         if self.backend == "eager" or size is None:
             return self.model
-        if size not in self._runners:
+        slot = 0 if self._dynamic else size  # a dynamic-batch artifact serves every size
+        if slot not in self._runners:
             example = self._example_at(size)
-            key = artifact_key(self.model, {"backend": self.backend, "shapes": _shapes(example), "device": self.device})
-            built = build(self.backend, self.model, example, self.cache_dir, key, spinning=False)  # idle ORT threads would spin and slow the rest
-            self._runners[size] = built.runner
+            shapes = [(p, d, ["N", *s[1:]] if self._dynamic else s) for p, d, s in _shapes(example)]
+            key = artifact_key(self.model, {"backend": self.backend, "shapes": shapes, "device": self.device, "dynamic_batch": self._dynamic})
+            try:  # idle ONNX Runtime threads would spin and slow everything else: spinning off
+                built = build(self.backend, self.model, example, self.cache_dir, key, spinning=False, dynamic_batch=self._dynamic)
+            except BackendUnavailable:
+                raise
+            except Exception:
+                if not self._dynamic:
+                    raise
+                self._dynamic = False  # the model does not export with a dynamic batch: one file per size
+                return self._runner(size)
+            self._runners[slot] = built.runner
             self.artifacts[size] = {"path": str(built.artifact) if built.artifact else None, "built_here": built.built_here}
-        return self._runners[size]
+        return self._runners[slot]
+
+    def _auto_max_batch(self, budget_mb: float | None, limit: int = 4096) -> int:
+        """The largest power-of-two batch whose forward fits the memory budget (CUDA: the
+        largest that does not run out of memory, backing off and emptying the cache)."""
+        from samebits.doctor.run import default_memory_cap_mb
+        from samebits.probe.memory import peak_of
+
+        if self._sample is None:
+            raise UserError("max_batch_size='auto' needs inputs with a batch dimension")
+        budget = budget_mb or default_memory_cap_mb()
+        measured: dict[int, float] = {}
+        best, size = 1, 1
+        while size <= limit:
+            batch = self._example_at(size)
+            try:
+                with torch.inference_mode():
+                    measured[size] = round(peak_of(lambda: batch.call(self.model), self.device), 2)
+            except torch.cuda.OutOfMemoryError:
+                torch.cuda.empty_cache()
+                break
+            if measured[size] > budget:
+                break
+            best, size = size, size * 2
+        self.memory = {"max_batch_size": best, "budget_mb": round(budget, 1), "peak_mb_by_batch": measured}
+        return best
 
     def _invariance(self, invariant: bool, tile: int | None, budget: float) -> Invariance:
         if not invariant:
@@ -129,13 +176,14 @@ class Predictor:
         if self._sample is None:
             raise UserError("invariant=True needs inputs with a batch dimension (dim 0); pass invariant=False")
         candidates = [tile] if tile else sorted({s for s in (1, 2, 4, 8, 16, 32, 64, 128, 256) if s <= self.max_batch_size} | {self.max_batch_size})
-        key = artifact_key(self.model, {"kind": "calibration", "backend": self.backend, "candidates": candidates, "sample": _shapes(self._sample), "fingerprint": hashlib.sha256(json.dumps(self.fingerprint, sort_keys=True, default=str).encode()).hexdigest()})
+        key = artifact_key(self.model, {"kind": "calibration", "version": 2, "dynamic_batch": self._dynamic, "backend": self.backend, "candidates": candidates, "sample": _shapes(self._sample), "fingerprint": hashlib.sha256(json.dumps(self.fingerprint, sort_keys=True, default=str).encode()).hexdigest()})
         path = self.cache_dir / f"calibration-{key}.json"
         with locked(path):
             if path.exists():
                 data = json.loads(path.read_text())
                 inv = Invariance(data["scheme"], data["sizes"], {**data["measured"], "cached": True}, data["seconds"])
             else:
+                self._runner(candidates[0])  # build (or load) the artifact outside the time budget
                 inv = calibrate(lambda batch: self._run_at(batch, batch_size_of(batch)), self._sample, candidates, seed=self.seed, budget=budget)
                 fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".calibration-")
                 with os.fdopen(fd, "w") as f:

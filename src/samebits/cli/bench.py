@@ -1,0 +1,63 @@
+"""``samebits bench``: throughput, latency, memory and bits of every way to run a model."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Column, Table
+
+from samebits.cli import inputs as opts
+from samebits.cli.output import consoles, write_json
+
+
+def bench_command(
+    model: str = opts.ModelArg,
+    input_file: Optional[str] = opts.InputOpt,
+    input_shape: Optional[list[str]] = opts.ShapeOpt,
+    dtype: Optional[list[str]] = opts.DtypeOpt,
+    int_range: Optional[str] = opts.IntRangeOpt,
+    batch_sizes: str = typer.Option("1,8,32,64", "--batch-sizes", help="Batch sizes to measure."),
+    backends: str = typer.Option("eager,onnxruntime", "--backends", help="Predictor backends, comma-separated."),
+    rounds: int = typer.Option(20, "--rounds", help="Interleaved rounds per batch size (fewer when --budget runs out)."),
+    budget: float = typer.Option(3.0, "--budget", help="Seconds of timing per batch size."),
+    no_memory: bool = typer.Option(False, "--no-memory", help="Skip peak memory (one fresh process per configuration)."),
+    json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH", help="Also write the report as JSON ('-' for stdout)."),
+) -> None:
+    """One table measured side by side: the per-sample loop, plain batched eager, and the
+    Predictor per backend, invariant and not: samples/s, latency per batch (p50/p99), peak
+    memory, whether each row keeps its bits, the speedup over the loop, and what invariance costs."""
+    from samebits.errors import UserError
+    from samebits.runtime.bench import bench
+
+    try:
+        sizes = tuple(int(b) for b in batch_sizes.split(","))
+    except ValueError:
+        raise UserError("--batch-sizes must be a comma-separated list of integers, e.g. 1,8,32") from None
+    if not sizes or min(sizes) < 1:
+        raise UserError("--batch-sizes must be positive")
+    console = consoles(json_path)
+    loaded, inputs, _ = opts.load_target(model, input_file, input_shape, dtype, int_range, 0)
+    status = Console(stderr=True).status("bench", spinner="dots")
+    with status:
+        report = bench(loaded, inputs, batch_sizes=sizes, backends=tuple(b.strip() for b in backends.split(",") if b.strip()), rounds=rounds, budget=budget, memory=not no_memory, progress=lambda m: status.update(f"bench: {escape(m)}"))
+    write_json(report.to_dict(), json_path)
+    table = Table(Column("config", min_width=31, no_wrap=True), "batch", "samples/s", "p50 ms", "p99 ms", "peak MB", "= loop", "= alone", "vs loop", box=None, title=f"{report.model} ({report.seconds:.0f} s)", title_justify="left")
+    for r in report.rows:
+        peak = f"{r.peak_mb:.1f}" if r.peak_mb is not None else "-"
+        table.add_row(escape(r.config), str(r.batch), f"{r.samples_per_s:,.0f}", f"{r.p50_ms:.2f}", f"{r.p99_ms:.2f}", peak, "yes" if r.identical_to_reference else "no", "yes" if r.same_as_alone else "no", f"{r.speedup_vs_loop:.1f}x")
+    console.print(table)
+    console.print("= loop: every row has the bits of the per-sample loop; = alone: the bits this configuration gives the sample alone (batch invariance).")
+    for name, sizes in report.invariance.items():
+        console.print(f"{escape(name)} runs only the batch sizes it verified: {', '.join(map(str, sizes))}")
+    largest = max(r.batch for r in report.rows)
+    for backend, cost in report.invariance_cost.items():
+        console.print(f"cost of invariance ({backend}, batch {largest}): {cost:.2f}x the throughput of the variant predictor")
+    for line in report.skipped:
+        console.print(f"skipped {escape(line)}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("bench")(bench_command)

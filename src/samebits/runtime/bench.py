@@ -1,0 +1,181 @@
+"""``samebits bench``: per-sample loop, plain batched eager and the Predictor per backend,
+invariant and not, measured side by side in one run."""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from samebits.models import LoadedModel, ModelInputs, load_model
+from samebits.probe.batching import batch_size_of, concat_batches, random_neighbour, row_of, take_sample
+from samebits.probe.processes import ChildJob, ChildRunner
+from samebits.tensors.compare import compare
+
+SCHEMA_VERSION = 1
+
+
+@dataclasses.dataclass
+class BenchRow:
+    config: str  # "per-sample loop", "eager", "predictor:eager", "predictor:eager (variant)", ...
+    batch: int
+    samples_per_s: float
+    p50_ms: float
+    p99_ms: float
+    identical_to_reference: bool  # every row has the bits of the per-sample loop (eager, one sample)
+    same_as_alone: bool  # every row has the bits this configuration gives the sample alone
+    speedup_vs_loop: float
+    peak_mb: float | None = None
+    note: str = ""
+
+
+@dataclasses.dataclass
+class BenchReport:
+    model: str
+    rows: list[BenchRow]
+    invariance_cost: dict[str, float]  # backend -> invariant / variant throughput at the largest batch
+    invariance: dict[str, list[int]]  # invariant config -> the batch sizes it verified and runs
+    skipped: list[str]
+    seconds: float
+    schema_version: int = SCHEMA_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "kind": "bench"}
+
+
+def _timed(fns: dict[str, Callable[[], Any]], rounds: int, budget: float) -> dict[str, list[float]]:
+    """Per-call seconds of each function in interleaved rounds, after one warm-up call each."""
+    for fn in fns.values():
+        fn()
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    start = time.perf_counter()
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            t = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t)
+        if time.perf_counter() - start > budget:
+            break
+    return times
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def bench(
+    model_or_spec: Any = "demo:mlp",
+    inputs: Any = None,
+    *,
+    batch_sizes: tuple[int, ...] = (1, 8, 32, 64),
+    backends: tuple[str, ...] = ("eager", "onnxruntime"),
+    rounds: int = 20,
+    budget: float = 3.0,
+    memory: bool = True,
+    cache_dir: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> BenchReport:
+    """Measure every configuration at every batch size, interleaved so noise hits all alike."""
+    from samebits.errors import UserError
+    from samebits.probe.backends import BackendUnavailable
+    from samebits.runtime.predictor import Predictor
+
+    start = time.monotonic()
+    say = progress or (lambda message: None)
+    loaded = load_model(model_or_spec) if isinstance(model_or_spec, str) else model_or_spec if isinstance(model_or_spec, LoadedModel) else LoadedModel(model_or_spec, None, f"<{type(model_or_spec).__name__} object>", "factory")
+    example = ModelInputs.from_example(inputs) if inputs is not None else loaded.example_inputs
+    if example is None or batch_size_of(example) is None:
+        raise UserError("bench needs example inputs with a batch dimension (dim 0)")
+    model = loaded.model.eval() if isinstance(loaded.model, torch.nn.Module) else loaded.model
+    sample = take_sample(example, 0)
+    gen = torch.Generator().manual_seed(0)
+    pool = [sample] + [random_neighbour(sample, gen) for _ in range(max(batch_sizes) - 1)]
+    with torch.inference_mode():
+        reference = [s.call(model) for s in pool]
+    predictors: dict[str, Any] = {}
+    skipped: list[str] = []
+    for backend in backends:
+        for invariant in (True, False):
+            name = f"predictor:{backend}" + ("" if invariant else " (variant)")
+            say(f"building {name}")
+            try:
+                predictors[name] = Predictor(model, backend=backend, invariant=invariant, example_inputs=example, deterministic=False, cache_dir=cache_dir)
+            except (BackendUnavailable, UserError) as exc:
+                skipped.append(f"{name}: {exc}")
+    rows: list[BenchRow] = []
+    with torch.inference_mode():
+        loop_times = _timed({"loop": lambda: [s.call(model) for s in pool[: max(batch_sizes)]]}, max(3, rounds // 4), budget)["loop"]
+    loop_rate = max(batch_sizes) / statistics.median(loop_times)
+    rows.append(BenchRow("per-sample loop", 1, loop_rate, statistics.median(loop_times) / max(batch_sizes) * 1e3, _percentile(loop_times, 0.99) / max(batch_sizes) * 1e3, True, True, 1.0))
+    with torch.inference_mode():
+        alone = {"eager": reference, **{name: [p.predict(s) for s in pool] for name, p in predictors.items()}}
+    for n in batch_sizes:
+        say(f"batch {n}")
+        batch = concat_batches(pool[:n])
+
+        def eager() -> Any:
+            with torch.inference_mode():
+                return batch.call(model)
+
+        fns: dict[str, Callable[[], Any]] = {"eager": eager}
+        fns.update({name: (lambda p=p: p.predict(batch)) for name, p in predictors.items()})
+        times = _timed(fns, rounds, budget)
+        for name, fn in fns.items():
+            out = fn()
+            same_loop = all(compare(row_of(out, i), row_of(reference[i], 0)).identical for i in range(n))
+            same_alone = all(compare(row_of(out, i), row_of(alone[name][i], 0)).identical for i in range(n))
+            median = statistics.median(times[name])
+            rows.append(BenchRow(name, n, n / median, median * 1e3, _percentile(times[name], 0.99) * 1e3, same_loop, same_alone, (n / median) / loop_rate))
+    if memory:
+        _peaks(loaded, example, rows, cache_dir, say)
+    largest = max(batch_sizes)
+    rate = {(r.config, r.batch): r.samples_per_s for r in rows}
+    cost = {b: round(rate[(f"predictor:{b}", largest)] / rate[(f"predictor:{b} (variant)", largest)], 3) for b in backends if (f"predictor:{b}", largest) in rate and (f"predictor:{b} (variant)", largest) in rate}
+    for p in predictors.values():
+        p.close()
+    verified = {name: p.invariance.sizes for name, p in predictors.items() if p.invariance.scheme != "off"}
+    return BenchReport(loaded.spec, rows, cost, verified, skipped, round(time.monotonic() - start, 2))
+
+
+def _peaks(loaded: LoadedModel, example: ModelInputs, rows: list[BenchRow], cache_dir: str | None, say: Callable[[str], None]) -> None:
+    """Peak memory of each configuration, each in a fresh child process (RSS only grows in one)."""
+    spec = loaded.spec if not loaded.spec.startswith("<") else None
+    with ChildRunner(loaded.model, example, spec=spec, seed=0, device="cpu", dtype=None, timeout=300) as runner:
+        if runner.skip_reason:
+            for r in rows:
+                r.note = f"peak memory not measured: {runner.skip_reason}"
+            return
+        say(f"peak memory of {len(rows)} configurations, one fresh process each")
+        jobs = [ChildJob(f"{r.config}@{r.batch}", {}, task="peak", params={"config": r.config, "batch": r.batch, "cache_dir": cache_dir}) for r in rows]
+        for r, result in zip(rows, runner.run(jobs, parallel=1)):
+            if result.data is not None:
+                r.peak_mb = round(result.data["peak_mb"], 1)
+            else:
+                r.note = f"peak memory: {result.error}"
+
+
+def peak_task(model: Any, inputs: ModelInputs, config: str, batch: int, cache_dir: str | None) -> dict[str, Any]:
+    """In a child: build one configuration and measure the peak memory of running it once."""
+    from samebits.probe.memory import peak_of
+    from samebits.runtime.predictor import Predictor
+
+    sample = take_sample(inputs, 0)
+    gen = torch.Generator().manual_seed(0)
+    pool = [sample] + [random_neighbour(sample, gen) for _ in range(batch - 1)]
+    if config == "per-sample loop":
+        run: Callable[[], Any] = lambda: [s.call(model) for s in pool]  # noqa: E731
+    elif config == "eager":
+        batched = concat_batches(pool)
+        run = lambda: batched.call(model)  # noqa: E731
+    else:
+        backend = config.split(":", 1)[1].removesuffix(" (variant)")
+        p = Predictor(model, backend=backend, invariant=not config.endswith("(variant)"), example_inputs=inputs, deterministic=False, cache_dir=cache_dir)
+        batched = concat_batches(pool)
+        run = lambda: p.predict(batched)  # noqa: E731
+    with torch.inference_mode():
+        return {"peak_mb": peak_of(run)}
