@@ -46,6 +46,14 @@ def _shapes(inputs: ModelInputs) -> list[Any]:
     return [(p, str(t.dtype), list(t.shape)) for p, t in flatten(inputs.as_tree()).items() if isinstance(t, torch.Tensor)]
 
 
+def _bit_relevant(fingerprint: dict[str, Any]) -> str:
+    """A digest of the fingerprint fields that can change a kernel's bits (not the seed
+    variables, hash randomisation or samebits' own version)."""
+    keep = {k: fingerprint[k] for k in ("platform", "packages", "torch_build", "cpu", "threads", "devices", "flags")}
+    keep["env"] = {k: v for k, v in fingerprint["env"].items() if k not in ("PYTHONHASHSEED", "SAMEBITS_SEED")}
+    return hashlib.sha256(json.dumps(keep, sort_keys=True, default=str).encode()).hexdigest()
+
+
 class Predictor:
     """Inference done right by default: ``eval()``, no grad, inputs moved to the device, outputs
     on the CPU, and with ``invariant=True`` a sample's output never depends on its batch.
@@ -176,7 +184,7 @@ class Predictor:
         if self._sample is None:
             raise UserError("invariant=True needs inputs with a batch dimension (dim 0); pass invariant=False")
         candidates = [tile] if tile else sorted({s for s in (1, 2, 4, 8, 16, 32, 64, 128, 256) if s <= self.max_batch_size} | {self.max_batch_size})
-        key = artifact_key(self.model, {"kind": "calibration", "version": 2, "dynamic_batch": self._dynamic, "backend": self.backend, "candidates": candidates, "sample": _shapes(self._sample), "fingerprint": hashlib.sha256(json.dumps(self.fingerprint, sort_keys=True, default=str).encode()).hexdigest()})
+        key = artifact_key(self.model, {"kind": "calibration", "version": 2, "dynamic_batch": self._dynamic, "backend": self.backend, "candidates": candidates, "sample": _shapes(self._sample), "environment": _bit_relevant(self.fingerprint)})
         path = self.cache_dir / f"calibration-{key}.json"
         with locked(path):
             if path.exists():
