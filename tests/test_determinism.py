@@ -152,11 +152,14 @@ def test_cublas_workspace_is_one_way_once_cuda_started(monkeypatch):
     monkeypatch.setattr(catalog, "torch_checks_cublas_workspace", lambda: True)
     started = {"cuda": False}
     monkeypatch.setattr(catalog, "cuda_initialized", lambda: started["cuda"])
-    with deterministic(0) as record:
-        started["cuda"] = True  # the body initialises CUDA: cuBLAS reads the variable
-    change = record["CUBLAS_WORKSPACE_CONFIG"]
-    assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
-    assert change.one_way and change.restored is False and "one-way" in change.note
+    try:
+        with deterministic(0) as record:
+            started["cuda"] = True  # the body initialises CUDA: cuBLAS reads the variable
+        change = record["CUBLAS_WORKSPACE_CONFIG"]
+        assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+        assert change.one_way and change.restored is False and "one-way" in change.note
+    finally:
+        os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)  # one-way by design: monkeypatch did not own it
 
 
 def test_cublas_workspace_not_needed_where_torch_no_longer_checks(monkeypatch):

@@ -1,5 +1,6 @@
 """samebits.Predictor: a sample's output never depends on the batch it is predicted in."""
 
+import json
 import subprocess
 import sys
 
@@ -81,12 +82,16 @@ def test_onnxruntime_backend_is_validated_and_reused_by_a_second_process(cache):
         assert p.artifacts[4]["built_here"] is True
         x = rows(9)
         assert torch.equal(p.predict(x)[5], p.predict_one(x[5]))
+        parent = json.dumps(p.fingerprint)
     code = (
-        "import samebits\n"
+        "import json, sys, samebits\n"
+        "from samebits.fingerprint import Fingerprint\n"
         f"p = samebits.Predictor('demo:mlp', cache_dir={str(cache)!r}, backend='onnxruntime', tile=4)\n"
         "print(p.artifacts[4]['built_here'], p.invariance.measured.get('cached'))\n"
+        "diff = Fingerprint.from_dict(json.loads(sys.stdin.read())).diff(Fingerprint.from_dict(p.fingerprint))\n"
+        "print([(c.field, c.old, c.new) for c in diff], file=sys.stderr)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=scrubbed_env(), timeout=300)
+    out = subprocess.run([sys.executable, "-c", code], input=parent, capture_output=True, text=True, env=scrubbed_env(), timeout=300)
     assert out.stdout.split() == ["False", "True"], out.stderr
 
 
@@ -195,3 +200,16 @@ def test_a_failed_setup_leaves_no_profile_behind(cache):
     with pytest.raises(UserError):
         samebits.Predictor(torch.nn.Linear(3, 3), example_inputs=torch.tensor(1.0), cache_dir=cache)  # no batch dim
     assert not torch.are_deterministic_algorithms_enabled()
+
+
+def test_compile_backend_keeps_its_cache_under_cache_dir(cache):
+    import shutil
+
+    if not (shutil.which("c++") or shutil.which("g++")):
+        pytest.skip("torch.compile on CPU needs a C++ compiler; none here")
+    model = torch.nn.Sequential(torch.nn.LayerNorm(8), torch.nn.Tanh()).eval()
+    with samebits.Predictor(model, example_inputs=torch.randn(4, 8), backend="compile", tile=4, cache_dir=cache) as p:
+        x = torch.randn(6, 8)
+        assert torch.equal(p.predict(x)[5], p.predict_one(x[5]))
+        assert p.validation["backend"] == "compile"
+    assert any((cache / "inductor").iterdir())

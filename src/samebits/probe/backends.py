@@ -73,7 +73,7 @@ def build(name: str, model: Any, example: ModelInputs, folder: Path, key: str, *
     if name == "compile":
         if not (shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")):
             raise BackendUnavailable("torch.compile on CPU needs a C++ compiler at run time, and none is on PATH")
-        return Built(torch.compile(model, dynamic=False))
+        return _compiled(model, example, folder / "inductor")
     if name == "onnxruntime":
         return _onnxruntime(model, example, folder, key, threads, spinning, dynamic_batch)
     try:
@@ -83,6 +83,20 @@ def build(name: str, model: Any, example: ModelInputs, folder: Path, key: str, *
     if not torch.cuda.is_available():
         raise BackendUnavailable("the tensorrt backend needs a CUDA device, and none is available")
     raise BackendUnavailable("the tensorrt backend is not implemented yet in this samebits version")
+
+
+def _compiled(model: Any, example: ModelInputs, cache: Path) -> Built:
+    """torch.compile, compiled now on the example (one static shape), with inductor's cache in
+    ``cache`` so that every process that compiles the same graph finds the same kernels."""
+    compiled = torch.compile(model, dynamic=False)
+    try:
+        from torch._inductor.runtime.cache_dir_utils import temporary_cache_dir
+    except ImportError:  # private API: without it the compile cache stays where torch puts it
+        temporary_cache_dir = None
+    cache.mkdir(parents=True, exist_ok=True)
+    with quiet(), (temporary_cache_dir(str(cache)) if temporary_cache_dir else contextlib.nullcontext()), torch.inference_mode():
+        compiled(*example.args, **example.kwargs)
+    return Built(compiled, cache)
 
 
 def _onnxruntime(model: Any, example: ModelInputs, folder: Path, key: str, threads: int | None, spinning: bool, dynamic_batch: bool) -> Built:

@@ -1,4 +1,4 @@
-"""Wall-clock timing: medians of interleaved rounds, within a time budget."""
+"""Wall-clock timing: interleaved rounds within a time budget, and their medians."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import time
 from collections.abc import Callable
 
 
-def median_seconds(fns: dict[str, Callable[[], object]], rounds: int = 5, budget: float = 3.0) -> dict[str, float]:
-    """Median seconds of each function, measured in interleaved rounds (so that machine noise
-    hits all of them alike), after one warm-up call each; fewer rounds when the budget runs out."""
+def interleaved_times(fns: dict[str, Callable[[], object]], rounds: int = 5, budget: float = 3.0) -> dict[str, list[float]]:
+    """Seconds of every call of each function, measured in interleaved rounds (so that machine
+    noise hits all of them alike), after one warm-up call each; fewer rounds when the budget runs out."""
     for fn in fns.values():
         fn()
     times: dict[str, list[float]] = {name: [] for name in fns}
@@ -21,4 +21,9 @@ def median_seconds(fns: dict[str, Callable[[], object]], rounds: int = 5, budget
             times[name].append(time.perf_counter() - t)
         if time.perf_counter() - start > budget:
             break
-    return {name: statistics.median(values) for name, values in times.items()}
+    return times
+
+
+def median_seconds(fns: dict[str, Callable[[], object]], rounds: int = 5, budget: float = 3.0) -> dict[str, float]:
+    """Median seconds of each function over :func:`interleaved_times`."""
+    return {name: statistics.median(values) for name, values in interleaved_times(fns, rounds, budget).items()}

@@ -14,6 +14,7 @@ import torch
 from samebits.models import LoadedModel, ModelInputs, load_model
 from samebits.probe.batching import batch_size_of, concat_batches, random_neighbour, row_of, take_sample
 from samebits.probe.processes import ChildJob, ChildRunner
+from samebits.probe.timing import interleaved_times
 from samebits.tensors.compare import compare
 
 SCHEMA_VERSION = 1
@@ -45,22 +46,6 @@ class BenchReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "kind": "bench"}
-
-
-def _timed(fns: dict[str, Callable[[], Any]], rounds: int, budget: float) -> dict[str, list[float]]:
-    """Per-call seconds of each function in interleaved rounds, after one warm-up call each."""
-    for fn in fns.values():
-        fn()
-    times: dict[str, list[float]] = {k: [] for k in fns}
-    start = time.perf_counter()
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            t = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - t)
-        if time.perf_counter() - start > budget:
-            break
-    return times
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -109,7 +94,7 @@ def bench(
                 skipped.append(f"{name}: {exc}")
     rows: list[BenchRow] = []
     with torch.inference_mode():
-        loop_times = _timed({"loop": lambda: [s.call(model) for s in pool[: max(batch_sizes)]]}, max(3, rounds // 4), budget)["loop"]
+        loop_times = interleaved_times({"loop": lambda: [s.call(model) for s in pool[: max(batch_sizes)]]}, max(3, rounds // 4), budget)["loop"]
     loop_rate = max(batch_sizes) / statistics.median(loop_times)
     rows.append(BenchRow("per-sample loop", 1, loop_rate, statistics.median(loop_times) / max(batch_sizes) * 1e3, _percentile(loop_times, 0.99) / max(batch_sizes) * 1e3, True, True, 1.0))
     with torch.inference_mode():
@@ -124,7 +109,7 @@ def bench(
 
         fns: dict[str, Callable[[], Any]] = {"eager": eager}
         fns.update({name: (lambda p=p: p.predict(batch)) for name, p in predictors.items()})
-        times = _timed(fns, rounds, budget)
+        times = interleaved_times(fns, rounds, budget)
         for name, fn in fns.items():
             out = fn()
             same_loop = all(compare(row_of(out, i), row_of(reference[i], 0)).identical for i in range(n))
