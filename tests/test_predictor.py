@@ -23,8 +23,11 @@ def rows(n, seed=5):
     return torch.randn(n, 256, generator=torch.Generator().manual_seed(seed))
 
 
-def test_a_sample_gets_the_same_bits_in_every_batch(cache):
-    with samebits.Predictor("demo:mlp", cache_dir=cache) as p:
+@pytest.mark.parametrize("backend", ["eager", "onnxruntime"])
+def test_a_sample_gets_the_same_bits_in_every_batch(cache, backend):
+    if backend == "onnxruntime":
+        pytest.importorskip("onnxruntime")
+    with samebits.Predictor("demo:mlp", cache_dir=cache, backend=backend) as p:
         x = rows(40)
         alone = [p.predict_one(r) for r in x[:7]]
         for size, position in [(1, 0), (3, 2), (7, 0), (13, 6), (40, 5)]:
@@ -106,8 +109,9 @@ def test_deterministic_profile_lives_as_long_as_the_predictor(cache):
 def test_errors(cache):
     with pytest.raises(UserError, match="unknown backend 'tvm'"):
         samebits.Predictor("demo:mlp", backend="tvm", cache_dir=cache)
-    with pytest.raises(UserError, match="tensorrt"):
-        samebits.Predictor("demo:mlp", backend="tensorrt", cache_dir=cache, deterministic=False)
+    if not torch.cuda.is_available():
+        with pytest.raises(UserError, match="the tensorrt backend needs"):
+            samebits.Predictor("demo:mlp", backend="tensorrt", cache_dir=cache, deterministic=False)
     with pytest.raises(UserError, match="needs example inputs"):
         samebits.Predictor(torch.nn.Linear(2, 2), cache_dir=cache)
 
@@ -213,3 +217,14 @@ def test_compile_backend_keeps_its_cache_under_cache_dir(cache):
         assert torch.equal(p.predict(x)[5], p.predict_one(x[5]))
         assert p.validation["backend"] == "compile"
     assert any((cache / "inductor").iterdir())
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="TensorRT needs a CUDA device; this machine has none")
+def test_tensorrt_engine_is_built_once_and_invariant(cache):
+    pytest.importorskip("torch_tensorrt")
+    with samebits.Predictor("demo:mlp", cache_dir=cache, backend="tensorrt", device="cuda", tile=8) as p:
+        x = rows(13).cuda()
+        assert torch.equal(p.predict(x)[9], p.predict_one(x[9]))
+        assert p.artifacts[8]["built_here"] is True
+    again = samebits.Predictor("demo:mlp", cache_dir=cache, backend="tensorrt", device="cuda", tile=8)
+    assert again.artifacts[8]["built_here"] is False

@@ -76,13 +76,51 @@ def build(name: str, model: Any, example: ModelInputs, folder: Path, key: str, *
         return _compiled(model, example, folder / "inductor")
     if name == "onnxruntime":
         return _onnxruntime(model, example, folder, key, threads, spinning, dynamic_batch)
+    return _tensorrt(model, example, folder, key)
+
+
+def backend_versions(name: str) -> dict[str, str]:
+    """Versions of the packages a backend's artifact depends on (part of its content key)."""
+    import importlib.metadata
+
+    packages = {"onnxruntime": ("onnxruntime", "onnx", "onnxscript"), "tensorrt": ("tensorrt", "torch_tensorrt")}.get(name, ())
+    out = {}
+    for package in packages:
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            out[package] = importlib.metadata.version(package)
+    return out
+
+
+def _tensorrt(model: Any, example: ModelInputs, folder: Path, key: str) -> Built:
+    """A TensorRT engine built once (with a timing cache, so that a rebuild replays the same
+    tactics) and saved; every process loads the same engine instead of building its own.
+
+    Written for torch_tensorrt's dynamo frontend; not run on this project's machines (no GPU)."""
+    import inspect
+
+    from samebits.probe.artifacts_io import build_once
+
     try:
-        import tensorrt  # noqa: F401
+        import torch_tensorrt
     except ImportError:
-        raise BackendUnavailable("the tensorrt backend needs CUDA and the tensorrt package; neither is usable here") from None
+        raise BackendUnavailable("the tensorrt backend needs CUDA and the torch_tensorrt package; it is not installed here") from None
     if not torch.cuda.is_available():
         raise BackendUnavailable("the tensorrt backend needs a CUDA device, and none is available")
-    raise BackendUnavailable("the tensorrt backend is not implemented yet in this samebits version")
+    if example.kwargs:
+        raise BackendUnavailable("the tensorrt backend takes positional inputs only")
+    args = [a.cuda() if isinstance(a, torch.Tensor) else a for a in example.args]
+    engine = folder / f"tensorrt-{key}.ep"
+    options: dict[str, Any] = {"ir": "dynamo", "inputs": args}
+    if "timing_cache_path" in inspect.signature(torch_tensorrt.compile).parameters or "timing_cache_path" in str(inspect.signature(torch_tensorrt.dynamo.compile)):
+        options["timing_cache_path"] = str(folder / "tensorrt-timing.cache")
+
+    def compile_engine(tmp: Path) -> None:
+        compiled = torch_tensorrt.compile(model.cuda(), **options)
+        torch_tensorrt.save(compiled, str(tmp), inputs=args)
+
+    built = build_once(engine, compile_engine)
+    program = torch.export.load(str(engine))
+    return Built(program.module(), engine, built)
 
 
 def _compiled(model: Any, example: ModelInputs, cache: Path) -> Built:

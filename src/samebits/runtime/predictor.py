@@ -18,7 +18,7 @@ from torch import nn
 from samebits.errors import UserError
 from samebits.models import LoadedModel, ModelInputs, load_model
 from samebits.probe.artifacts_io import artifact_key, default_cache_dir, locked
-from samebits.probe.backends import BACKENDS, BackendUnavailable, build
+from samebits.probe.backends import BACKENDS, BackendUnavailable, backend_versions, build
 from samebits.probe.batching import batch_size_of, concat_batches, first_rows, join_rows, random_neighbour, row_of, take_rows, take_sample
 from samebits.probe.prepare import prepare
 from samebits.runtime.invariance import Invariance, calibrate, pad_to
@@ -139,7 +139,7 @@ class Predictor:
         if slot not in self._runners:
             example = self._example_at(size)
             shapes = [(p, d, ["N", *s[1:]] if self._dynamic else s) for p, d, s in _shapes(example)]
-            key = artifact_key(self.model, {"backend": self.backend, "shapes": shapes, "device": self.device, "dynamic_batch": self._dynamic})
+            key = artifact_key(self.model, {"backend": self.backend, "versions": backend_versions(self.backend), "shapes": shapes, "device": self.device, "dynamic_batch": self._dynamic})
             try:  # idle ONNX Runtime threads would spin and slow everything else: spinning off
                 built = build(self.backend, self.model, example, self.cache_dir, key, spinning=False, dynamic_batch=self._dynamic)
             except BackendUnavailable:
