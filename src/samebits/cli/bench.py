@@ -26,9 +26,12 @@ def bench_command(
     no_memory: bool = typer.Option(False, "--no-memory", help="Skip peak memory (one fresh process per configuration)."),
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH", help="Also write the report as JSON ('-' for stdout)."),
 ) -> None:
-    """One table measured side by side: the per-sample loop, plain batched eager, and the
-    Predictor per backend, invariant and not: samples/s, latency per batch (p50/p99), peak
-    memory, whether each row keeps its bits, the speedup over the loop, and what invariance costs."""
+    """Measure every way to run MODEL side by side, with their bits.
+
+    One table: the per-sample loop, plain batched eager, and the Predictor per backend,
+    invariant and not: samples/s, latency per batch (p50/p99), peak memory, whether each row
+    keeps its bits, the speedup over the loop, and what invariance costs.
+    """
     from samebits.errors import UserError
     from samebits.runtime.bench import bench
 

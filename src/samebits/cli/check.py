@@ -46,8 +46,10 @@ def check_command(
     runtime: Optional[str] = typer.Option(None, "--runtime", metavar="predictor[:BACKEND]", help="Run the axes through a samebits.Predictor, to see a fix work."),
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH", help="Also write the report as JSON ('-' for stdout)."),
 ) -> None:
-    """Run MODEL under every variation that changes bits; say which axes change them, where the
-    difference starts (the first module), why (found by controlled re-runs) and the fix.
+    """Run MODEL under every variation that changes bits, and say where and why.
+
+    Reports which axes change the bits, where the difference starts (the first module), why
+    (found by controlled re-runs) and the fix.
 
     Exit 0 when every axis is identical (or close within --atol/--rtol), 1 when one diverged,
     2 on bad input or when an axis could not run and none diverged.

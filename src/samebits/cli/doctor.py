@@ -29,10 +29,13 @@ def doctor_command(
     timeout: float = typer.Option(180.0, "--timeout", help="Seconds each child process may take."),
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH", help="Also write the report as JSON ('-' for stdout)."),
 ) -> None:
-    """Run MODEL as it is and measure: modules in training mode, grad on outputs, memory growth
-    when outputs are kept (as-is vs inference_mode, in child processes, capped), per-sample vs
-    batched throughput, batch variance, threads vs cores, faster backends with their bits.
-    Exit 1 when there is a warning or an error."""
+    """Run MODEL as it is and measure its production mistakes.
+
+    Modules in training mode, grad on outputs, memory growth when outputs are kept (as-is vs
+    inference_mode, in child processes, capped), per-sample vs batched throughput, batch
+    variance, threads vs cores, faster backends with their bits. Exit 1 when there is a warning
+    or an error.
+    """
     from samebits.doctor import doctor
 
     console = consoles(json_path)

@@ -21,9 +21,12 @@ def record_command(
     threads: Optional[int] = typer.Option(None, "--threads", min=1, help="Intra-op threads during the run."),
     no_deterministic: bool = typer.Option(False, "--no-deterministic", help="Run without samebits.deterministic()."),
 ) -> None:
-    """Run MODEL once (inside samebits.deterministic() by default) and write its inputs, outputs,
+    """Pin MODEL's outputs in a golden file.
+
+    Runs MODEL once (inside samebits.deterministic() by default) and writes its inputs, outputs,
     per-module digests and this machine's fingerprint to one safetensors file. An existing file
-    is never overwritten without --force."""
+    is never overwritten without --force.
+    """
     from samebits.golden import record
     from samebits.probe.prepare import prepare
 

@@ -22,10 +22,13 @@ def verify_command(
     rtol: Optional[float] = typer.Option(None, "--rtol", help="Relative tolerance (with --atol)."),
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH", help="Also write the report as JSON ('-' for stdout)."),
 ) -> None:
-    """Re-run the model on the golden's inputs under its determinism profile and compare every
-    output: bits when the fingerprint matches in every field that changes bits, torch's per-dtype
-    tolerances when it does not (or as --exact / --atol --rtol say). Exit 0 when all match, 1
-    when one differs, 2 when the file is unreadable."""
+    """Re-run a golden's model and say what changed, by how much, and why.
+
+    The model runs on the golden's inputs under its determinism profile; every output is
+    compared: bits when the fingerprint matches in every field that changes bits, torch's
+    per-dtype tolerances when it does not (or as --exact / --atol --rtol say). Exit 0 when all
+    match, 1 when one differs, 2 when the file is unreadable.
+    """
     from samebits.golden import verify
 
     console = consoles(json_path)
