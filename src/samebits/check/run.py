@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch import nn
 
 from samebits.check.axes.batch import batch_axis
 from samebits.check.axes.children import run_children_axes
@@ -19,15 +18,11 @@ from samebits.check.report import AXES, AxisResult, CheckReport
 from samebits.determinism import deterministic, isolate_rng
 from samebits.errors import UserError
 from samebits.fingerprint import Fingerprint
-from samebits.models import LoadedModel, ModelInputs, load_model
+from samebits.models.target import as_loaded, inputs_for, spec_of
+from samebits.probe.guard import check_forward, describe_inputs, model_state_kept
 from samebits.probe.prepare import prepare
-from samebits.probe.trace import plain_forward
 
 IN_PROCESS = {"repeat": repeat_axis, "seed": seed_axis, "state": state_axis, "batch": batch_axis}
-
-
-class ForwardError(UserError):
-    """The model's forward raised on the given inputs."""
 
 
 def _validate(options: CheckOptions) -> None:
@@ -50,42 +45,6 @@ def _validate(options: CheckOptions) -> None:
         raise UserError("--device cuda was asked for, but CUDA is not available here (torch build or driver)")
     if options.atol < 0 or options.rtol < 0:
         raise UserError(f"tolerances must be >= 0 (got atol={options.atol}, rtol={options.rtol})")
-
-
-@contextlib.contextmanager
-def _model_state_kept(model: Any) -> Iterator[Callable[[], None]]:
-    """Yield a function that puts the model's buffers and training flags back as they were now;
-    it runs again on exit, so the check leaves the user's model as it found it."""
-    if not isinstance(model, nn.Module):
-        yield lambda: None
-        return
-    buffers = {name: b.detach().clone() for name, b in model.named_buffers()}
-    flags = {name: m.training for name, m in model.named_modules()}
-
-    def reset() -> None:
-        with torch.no_grad():
-            for name, b in model.named_buffers():
-                if name in buffers:
-                    b.copy_(buffers[name])
-        for name, m in model.named_modules():
-            m.training = flags.get(name, m.training)
-
-    try:
-        yield reset
-    finally:
-        reset()
-
-
-def _describe(inputs: ModelInputs) -> str:
-    def one(x: Any) -> str:
-        if isinstance(x, torch.Tensor):
-            return f"{str(x.dtype).removeprefix('torch.')}{list(x.shape)}"
-        if isinstance(x, list) and x and all(isinstance(t, torch.Tensor) for t in x):
-            return f"list of {len(x)} × {one(x[0])}"
-        return type(x).__name__
-
-    parts = [one(a) for a in inputs.args] + [f"{k}={one(v)}" for k, v in inputs.kwargs.items()]
-    return ", ".join(parts) or "no arguments"
 
 
 def _safe(axis: str, fn: Callable[[CheckContext], AxisResult], ctx: CheckContext) -> AxisResult:
@@ -111,15 +70,9 @@ def check(model_or_spec: Any = "demo:mlp", inputs: Any = None, *, progress: Call
     say = progress or (lambda message: None)
     if isinstance(model_or_spec, str):
         say(f"loading {model_or_spec}")
-        loaded = load_model(model_or_spec)
-    elif isinstance(model_or_spec, LoadedModel):
-        loaded = model_or_spec
-    else:
-        loaded = LoadedModel(model_or_spec, None, f"<{type(model_or_spec).__name__} object>", "factory")
-    spec = loaded.spec if isinstance(model_or_spec, (str, LoadedModel)) else None
-    model_inputs = ModelInputs.from_example(inputs) if inputs is not None else loaded.example_inputs
-    if model_inputs is None:
-        raise UserError(f"MODEL '{loaded.spec}' comes with no example inputs; pass inputs (--input FILE or --input-shape 4,3,32,32)")
+    loaded = as_loaded(model_or_spec)
+    spec = spec_of(loaded)
+    model_inputs = inputs_for(loaded, inputs)
     model, model_inputs = prepare(loaded.model, model_inputs, opts.device, opts.dtype)
     hookable = loaded.hookable
     predictor = None
@@ -133,14 +86,10 @@ def check(model_or_spec: Any = "demo:mlp", inputs: Any = None, *, progress: Call
         predictor, hookable = model.predictor, False
     ctx = CheckContext(model, model_inputs, opts, spec, hookable, say)
     results: dict[str, AxisResult] = {}
-    with isolate_rng(opts.device), _model_state_kept(model) as reset, contextlib.ExitStack() as stack:
+    with isolate_rng(opts.device), model_state_kept(model) as reset, contextlib.ExitStack() as stack:
         if predictor is not None:
             stack.callback(predictor.close)
-        try:
-            plain_forward(model, model_inputs)
-        except Exception as exc:
-            text = str(exc).strip().splitlines()
-            raise ForwardError(f"the model's forward raised {type(exc).__name__}: {text[0] if text else ''}") from exc
+        check_forward(model, model_inputs)
         reset()
         for axis in [a for a in AXES if a in opts.axes and a in IN_PROCESS]:
             say(f"axis {axis}")
@@ -171,4 +120,4 @@ def check(model_or_spec: Any = "demo:mlp", inputs: Any = None, *, progress: Call
     note = None if loaded.hookable else f"localisation is unavailable: hooks cannot see inside a {loaded.kind} model"
     if opts.runtime:
         note = f"ran through {opts.runtime}; localisation is unavailable there (hooks would see the Predictor's tiles, not these batches)"
-    return CheckReport(loaded.spec, _describe(model_inputs), ordered, causes, Fingerprint.capture().to_dict(), note, time.monotonic() - start)
+    return CheckReport(loaded.spec, describe_inputs(model_inputs), ordered, causes, Fingerprint.capture().to_dict(), note, time.monotonic() - start)

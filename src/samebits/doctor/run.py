@@ -13,12 +13,14 @@ from torch import nn
 from samebits.check.axes.batch import batch_axis
 from samebits.check.causes import training_modules
 from samebits.check.context import CheckContext, CheckOptions
-from samebits.check.run import ForwardError, _describe, _model_state_kept
 from samebits.doctor.backends import BACKENDS, try_backends
 from samebits.doctor.report import DoctorFinding, DoctorReport, ProbeStatus
 from samebits.errors import UserError
 from samebits.lint.rules import BY_CODE
-from samebits.models import LoadedModel, ModelInputs, load_model
+from samebits.models import LoadedModel, ModelInputs
+from samebits.models.target import as_loaded, inputs_for, spec_of
+from samebits.probe.guard import check_forward, describe_inputs, model_state_kept
+from samebits.probe.prepare import prepare
 from samebits.probe.batching import batch_size_of, random_neighbour, stack_samples, take_sample
 from samebits.probe.processes import ChildJob, ChildRunner
 from samebits.probe.timing import median_seconds
@@ -200,27 +202,14 @@ def doctor(
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise UserError("--device cuda was asked for, but CUDA is not available here")
     say = progress or (lambda message: None)
-    if isinstance(model_or_spec, str):
-        loaded, spec = load_model(model_or_spec), model_or_spec
-    elif isinstance(model_or_spec, LoadedModel):
-        loaded, spec = model_or_spec, model_or_spec.spec
-    else:
-        loaded, spec = LoadedModel(model_or_spec, None, f"<{type(model_or_spec).__name__} object>", "factory"), None
-    model_inputs = ModelInputs.from_example(inputs) if inputs is not None else loaded.example_inputs
-    if model_inputs is None:
-        raise UserError(f"MODEL '{loaded.spec}' comes with no example inputs; pass --input FILE or --input-shape")
-    from samebits.probe.prepare import prepare
-
+    loaded = as_loaded(model_or_spec)
+    spec = spec_of(loaded)
+    model_inputs = inputs_for(loaded, inputs)
     loaded.model, model_inputs = prepare(loaded.model, model_inputs, device)
     options = {"device": device, "iterations": iterations, "memory_cap_mb": memory_cap_mb or default_memory_cap_mb(), "batch": batch, "backends": backends, "timeout": timeout, "budget": budget}
     d = _Doctor(loaded, model_inputs, spec, options, say)
-    with _model_state_kept(loaded.model) as reset:
-        try:
-            with torch.no_grad():
-                model_inputs.call(loaded.model)
-        except Exception as exc:
-            text = str(exc).strip().splitlines()
-            raise ForwardError(f"the model's forward raised {type(exc).__name__}: {text[0] if text else ''}") from exc
+    with model_state_kept(loaded.model) as reset:
+        check_forward(loaded.model, model_inputs)
         for name, fn in [
             ("training mode", d.training_mode),
             ("grad on outputs", d.grad),
@@ -235,4 +224,4 @@ def doctor(
     order = {"error": 0, "warning": 1, "info": 2}
     findings = sorted(d.findings, key=lambda f: order[f.severity])
     env = {"torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability(), "threads": torch.get_num_threads(), "cores": available_cores(), "device": device}
-    return DoctorReport(loaded.spec, _describe(model_inputs), findings, d.probes, env, round(time.monotonic() - start, 2))
+    return DoctorReport(loaded.spec, describe_inputs(model_inputs), findings, d.probes, env, round(time.monotonic() - start, 2))

@@ -11,7 +11,8 @@ from samebits._version import __version__
 from samebits.errors import UserError
 from samebits.fingerprint import Fingerprint
 from samebits.golden.format import SCHEMA_VERSION, inputs_skeleton, tensor_name, write_golden
-from samebits.models import LoadedModel, ModelInputs, load_model
+from samebits.models import LoadedModel, ModelInputs
+from samebits.models.target import as_loaded, inputs_for, spec_of
 from samebits.tensors.digest import digest_tree
 from samebits.tensors.flatten import flatten
 
@@ -108,18 +109,10 @@ def record(
         raise UserError(f"'{target}' exists; pass --force (force=True) to overwrite it")
     if target.suffix != ".safetensors":
         raise UserError(f"a golden is a .safetensors file; got '{target.name}'")
-    spec = None
-    if isinstance(model_or_spec, str):
-        spec = spec_relative_to(model_or_spec, target.parent)
-        loaded = load_model(model_or_spec)
-    elif isinstance(model_or_spec, LoadedModel):
-        loaded = model_or_spec
-        spec = None if loaded.spec.startswith("<") else spec_relative_to(loaded.spec, target.parent)
-    else:
-        loaded = LoadedModel(model_or_spec, None, f"<{type(model_or_spec).__name__} object>", "factory")
-    model_inputs = ModelInputs.from_example(inputs) if inputs is not None else loaded.example_inputs
-    if model_inputs is None:
-        raise UserError(f"MODEL '{loaded.spec}' comes with no example inputs; pass --input FILE or --input-shape")
+    loaded = as_loaded(model_or_spec)
+    stored = spec_of(loaded)
+    spec = spec_relative_to(stored, target.parent) if stored else None
+    model_inputs = inputs_for(loaded, inputs)
     profile = {"name": "deterministic" if deterministic else "none", "seed": seed, "threads": threads}
     header, tensors = build_golden(loaded, model_inputs, profile, spec)
     try:

@@ -13,6 +13,7 @@ from samebits.golden.format import SCHEMA_VERSION, Golden, read_golden
 from samebits.golden.policy import bit_relevant_changes, choose_policy
 from samebits.golden.record import run_profiled, spec_resolved_from
 from samebits.models import LoadedModel, load_model
+from samebits.models.target import as_loaded
 from samebits.probe.trace import ModuleCall, Trace, first_divergence
 from samebits.tensors.compare import Comparison, compare_trees
 from samebits.tensors.flatten import flatten
@@ -65,10 +66,7 @@ def _model_for(golden: Golden, golden_path: Path, model_or_spec: Any, announce: 
         return load_model(spec)
     if isinstance(model_or_spec, str):
         announce(f"importing MODEL {model_or_spec}")
-        return load_model(model_or_spec)
-    if isinstance(model_or_spec, LoadedModel):
-        return model_or_spec
-    return LoadedModel(model_or_spec, None, f"<{type(model_or_spec).__name__} object>", "factory")
+    return as_loaded(model_or_spec)
 
 
 def verify(

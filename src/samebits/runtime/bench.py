@@ -11,7 +11,8 @@ from typing import Any
 
 import torch
 
-from samebits.models import LoadedModel, ModelInputs, load_model
+from samebits.models import LoadedModel, ModelInputs
+from samebits.models.target import as_loaded, inputs_for, spec_of
 from samebits.probe.batching import batch_size_of, concat_batches, random_neighbour, row_of, take_sample
 from samebits.probe.processes import ChildJob, ChildRunner
 from samebits.probe.timing import interleaved_times
@@ -72,9 +73,9 @@ def bench(
 
     start = time.monotonic()
     say = progress or (lambda message: None)
-    loaded = load_model(model_or_spec) if isinstance(model_or_spec, str) else model_or_spec if isinstance(model_or_spec, LoadedModel) else LoadedModel(model_or_spec, None, f"<{type(model_or_spec).__name__} object>", "factory")
-    example = ModelInputs.from_example(inputs) if inputs is not None else loaded.example_inputs
-    if example is None or batch_size_of(example) is None:
+    loaded = as_loaded(model_or_spec)
+    example = inputs_for(loaded, inputs)
+    if batch_size_of(example) is None:
         raise UserError("bench needs example inputs with a batch dimension (dim 0)")
     model = loaded.model.eval() if isinstance(loaded.model, torch.nn.Module) else loaded.model
     sample = take_sample(example, 0)
@@ -129,8 +130,7 @@ def bench(
 
 def _peaks(loaded: LoadedModel, example: ModelInputs, rows: list[BenchRow], cache_dir: str | None, say: Callable[[str], None]) -> None:
     """Peak memory of each configuration, each in a fresh child process (RSS only grows in one)."""
-    spec = loaded.spec if not loaded.spec.startswith("<") else None
-    with ChildRunner(loaded.model, example, spec=spec, seed=0, device="cpu", dtype=None, timeout=300) as runner:
+    with ChildRunner(loaded.model, example, spec=spec_of(loaded), seed=0, device="cpu", dtype=None, timeout=300) as runner:
         if runner.skip_reason:
             for r in rows:
                 r.note = f"peak memory not measured: {runner.skip_reason}"

@@ -16,7 +16,8 @@ import torch
 from torch import nn
 
 from samebits.errors import UserError
-from samebits.models import LoadedModel, ModelInputs, load_model
+from samebits.models import ModelInputs
+from samebits.models.target import as_loaded, inputs_for
 from samebits.probe.artifacts_io import artifact_key, default_cache_dir, locked
 from samebits.probe.backends import BACKENDS, BackendUnavailable, backend_versions, build
 from samebits.probe.batching import batch_size_of, concat_batches, first_rows, join_rows, random_neighbour, row_of, take_rows, take_sample
@@ -90,11 +91,9 @@ class Predictor:
             raise UserError(f"max_batch_size must be an integer >= 1 or 'auto', not {max_batch_size!r}")
         if tile is not None and tile < 1:
             raise UserError("tile must be >= 1")
-        loaded = load_model(model_or_spec) if isinstance(model_or_spec, str) else model_or_spec if isinstance(model_or_spec, LoadedModel) else None
-        model = loaded.model if loaded else model_or_spec
-        example = ModelInputs.from_example(example_inputs) if example_inputs is not None else (loaded.example_inputs if loaded else None)
-        if example is None:
-            raise UserError("the Predictor needs example inputs (example_inputs=...) to calibrate and validate")
+        loaded = as_loaded(model_or_spec)
+        model = loaded.model
+        example = inputs_for(loaded, example_inputs, hint="the Predictor needs example inputs (example_inputs=...) to calibrate and validate")
         self.device, self.backend, self.seed = device, backend, seed
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self._lock = threading.RLock()

@@ -1,0 +1,32 @@
+"""What the capabilities accept as a model: a MODEL spec, a LoadedModel, or an object."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from samebits.errors import UserError
+from samebits.models.inputs import ModelInputs
+from samebits.models.spec import LoadedModel, load_model
+
+
+def as_loaded(model_or_spec: Any) -> LoadedModel:
+    """A spec is loaded; a :class:`LoadedModel` is kept; any other object (an ``nn.Module``, a
+    callable) is wrapped, with a spec ``<Type object>`` that :func:`spec_of` treats as none."""
+    if isinstance(model_or_spec, str):
+        return load_model(model_or_spec)
+    if isinstance(model_or_spec, LoadedModel):
+        return model_or_spec
+    return LoadedModel(model_or_spec, None, f"<{type(model_or_spec).__name__} object>", "factory")
+
+
+def spec_of(loaded: LoadedModel) -> str | None:
+    """The MODEL spec a fresh process could load, or ``None`` for an in-memory model."""
+    return None if loaded.spec.startswith("<") else loaded.spec
+
+
+def inputs_for(loaded: LoadedModel, inputs: Any, hint: str = "pass inputs (--input FILE or --input-shape 4,3,32,32)") -> ModelInputs:
+    """``inputs`` (torch.export's convention) if given, else the spec's example inputs."""
+    model_inputs = ModelInputs.from_example(inputs) if inputs is not None else loaded.example_inputs
+    if model_inputs is None:
+        raise UserError(f"MODEL '{loaded.spec}' comes with no example inputs; {hint}")
+    return model_inputs
