@@ -109,7 +109,7 @@ class _Doctor:
             text += f" (stopped at the {cap:.0f} MB cap)"
         # Only a graph kept alive by grad_fn explains the extra memory; without one the
         # difference is allocator noise (freed memory that RSS does not give back at once).
-        if a["carries_grad"] and (a["capped"] or extra > max(1.0, 0.5 * max(b["grown_mb"], 0.0))):
+        if a["carries_grad"] and (a["capped"] or extra > 0.5):
             self.findings.append(_finding("SB352", "error", text + f": {per_output:.2f} MB retained per kept output", self.details))
         return text
 
