@@ -35,10 +35,7 @@ def bench_command(
     from samebits.errors import UserError
     from samebits.runtime.bench import bench
 
-    try:
-        sizes = tuple(int(b) for b in batch_sizes.split(","))
-    except ValueError:
-        raise UserError("--batch-sizes must be a comma-separated list of integers, e.g. 1,8,32") from None
+    sizes = opts.parse_ints(batch_sizes, "--batch-sizes") or ()
     if not sizes or min(sizes) < 1:
         raise UserError("--batch-sizes must be positive")
     console = consoles(json_path)

@@ -11,18 +11,8 @@ from rich.table import Table
 
 from samebits.cli import inputs as opts
 from samebits.cli.output import consoles, write_json
-from samebits.errors import UserError
 
 STYLE = {"identical": "green", "close": "yellow", "diverged": "bold red", "skipped": "dim", "error": "magenta"}
-
-
-def _ints(text: Optional[str], name: str) -> Optional[tuple[int, ...]]:
-    if text is None:
-        return None
-    try:
-        return tuple(int(p) for p in text.split(","))
-    except ValueError:
-        raise UserError(f"{name} must be a comma-separated list of integers, e.g. 1,2,4") from None
 
 
 def check_command(
@@ -69,8 +59,8 @@ def check_command(
             axes=tuple(a.strip() for a in axes.split(",") if a.strip()),
             runs=runs,
             processes=processes,
-            threads=_ints(threads, "--threads"),
-            batch_sizes=_ints(batch_sizes, "--batch-sizes") or (),
+            threads=opts.parse_ints(threads, "--threads"),
+            batch_sizes=opts.parse_ints(batch_sizes, "--batch-sizes") or (),
             batch_dim=batch_dim,
             atol=tol_a,
             rtol=tol_r,

@@ -17,6 +17,18 @@ DtypeOpt = typer.Option(
 IntRangeOpt = typer.Option(None, "--int-range", metavar="LOW,HIGH", help="Range of integer --input-shape inputs (token ids), HIGH exclusive.")
 
 
+def parse_ints(text: Optional[str], name: str) -> Optional[tuple[int, ...]]:
+    """``"1,2,4"`` -> ``(1, 2, 4)``; a user error naming the option otherwise."""
+    from samebits.errors import UserError
+
+    if text is None:
+        return None
+    try:
+        return tuple(int(p) for p in text.split(","))
+    except ValueError:
+        raise UserError(f"{name} must be a comma-separated list of integers, e.g. 1,2,4") from None
+
+
 def load_target(model: str, input_file: Optional[str], shapes: Optional[list[str]], dtypes: Optional[list[str]], int_range: Optional[str], seed: int) -> tuple[Any, Any, Optional[str]]:
     """Load MODEL and its inputs; return (loaded model, inputs, the dtype to cast the model to)."""
     from samebits.models import load_model, resolve_inputs

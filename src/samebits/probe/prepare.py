@@ -10,17 +10,19 @@ from torch import nn
 from samebits.models.inputs import ModelInputs, parse_dtype
 
 
-def _move(obj: Any, device: str, dtype: torch.dtype | None) -> Any:
+def move_tensors(obj: Any, device: str, dtype: torch.dtype | None = None) -> Any:
+    """Every tensor in a nested structure moved to ``device`` (floating ones cast to ``dtype``)."""
     if isinstance(obj, torch.Tensor):
         if dtype is not None and obj.is_floating_point():
             obj = obj.to(dtype)
         return obj.to(device)
     if isinstance(obj, list):
-        return [_move(o, device, dtype) for o in obj]
-    if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
-        return tuple(_move(o, device, dtype) for o in obj)
+        return [move_tensors(o, device, dtype) for o in obj]
+    if isinstance(obj, tuple):
+        parts = [move_tensors(o, device, dtype) for o in obj]
+        return type(obj)(*parts) if hasattr(obj, "_fields") else tuple(parts)
     if isinstance(obj, dict):
-        return {k: _move(v, device, dtype) for k, v in obj.items()}
+        return {k: move_tensors(v, device, dtype) for k, v in obj.items()}
     return obj
 
 
@@ -31,5 +33,5 @@ def prepare(model: Any, inputs: ModelInputs, device: str = "cpu", dtype: str | N
     torch_dtype = parse_dtype(dtype) if dtype else None
     if isinstance(model, nn.Module):
         model.to(device=device, dtype=torch_dtype) if torch_dtype is not None else model.to(device)
-    moved = ModelInputs(_move(inputs.args, device, torch_dtype), _move(inputs.kwargs, device, torch_dtype))
+    moved = ModelInputs(move_tensors(inputs.args, device, torch_dtype), move_tensors(inputs.kwargs, device, torch_dtype))
     return model, moved

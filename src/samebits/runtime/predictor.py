@@ -21,24 +21,11 @@ from samebits.models.target import as_loaded, inputs_for
 from samebits.probe.artifacts_io import artifact_key, default_cache_dir, locked
 from samebits.probe.backends import BACKENDS, BackendUnavailable, backend_versions, build
 from samebits.probe.batching import batch_size_of, concat_batches, first_rows, join_rows, random_neighbour, row_of, take_rows, take_sample
-from samebits.probe.prepare import prepare
+from samebits.probe.prepare import move_tensors, prepare
 from samebits.runtime.invariance import Invariance, calibrate, pad_to
 from samebits.tensors.compare import compare
 
 DEFAULT_MAX_BATCH = 256
-
-
-def _to_cpu(obj: Any) -> Any:
-    if isinstance(obj, torch.Tensor):
-        return obj.cpu()
-    if isinstance(obj, list):
-        return [_to_cpu(o) for o in obj]
-    if isinstance(obj, dict):
-        return {k: _to_cpu(v) for k, v in obj.items()}
-    if isinstance(obj, tuple):
-        parts = [_to_cpu(o) for o in obj]
-        return type(obj)(*parts) if hasattr(obj, "_fields") else tuple(parts)
-    return obj
 
 
 def _shapes(inputs: ModelInputs) -> list[Any]:
@@ -211,7 +198,7 @@ class Predictor:
         with torch.inference_mode():
             ours = self._run_at(example, size)
             eager = example.call(self.model)
-        result = compare(_to_cpu(eager), _to_cpu(ours))
+        result = compare(move_tensors(eager, "cpu"), move_tensors(ours, "cpu"))
         worst = result.first_difference()
         return {"backend": self.backend, "against": "eager", "identical": result.identical, "max_abs": worst.max_abs if worst else 0.0, "max_rel": worst.max_rel if worst else 0.0, "batch_size": size}
 
@@ -225,7 +212,7 @@ class Predictor:
         if n is None:
             if self.invariance.scheme != "off":
                 raise UserError("these inputs have no batch dimension; the Predictor batches along dim 0")
-            return _to_cpu(self._run_at(batch, None))
+            return move_tensors(self._run_at(batch, None), "cpu")
         plan = self.invariance.plan(n) if self.invariance.scheme != "off" else [(min(n - i, self.max_batch_size),) * 2 for i in range(0, n, self.max_batch_size)]
         outputs, start = [], 0
         with self._lock:
@@ -233,7 +220,7 @@ class Predictor:
                 chunk = pad_to(take_rows(batch, start, start + rows), rows, size)
                 outputs.append(first_rows(self._run_at(chunk, size), size, rows))
                 start += rows
-        return _to_cpu(join_rows(outputs))
+        return move_tensors(join_rows(outputs), "cpu")
 
     def _prepare(self, inputs: Any) -> ModelInputs:
         _, moved = prepare(None, ModelInputs.from_example(inputs), self.device)
