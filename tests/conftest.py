@@ -15,8 +15,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def scrubbed_env(**extra: str) -> dict[str, str]:
-    """This environment without any variable that changes bits, plus ``extra``."""
-    env = {k: v for k, v in os.environ.items() if k not in BIT_ENV_VARS}
+    """This environment without any variable that changes bits, plus ``extra``. ``OPENBLAS_*``
+    stay: the machine sets them because older OpenBLAS builds crash without them."""
+    env = {k: v for k, v in os.environ.items() if k not in BIT_ENV_VARS or k.startswith("OPENBLAS_")}
     env.update(extra)
     return env
 

@@ -21,6 +21,7 @@ _EXPORTS = {
     "DeterminismRecord": "samebits.determinism",
     "Fingerprint": "samebits.fingerprint",
     "flatten": "samebits.tensors",
+    "register_node": "samebits.tensors",
     "digest": "samebits.tensors",
     "digest_tree": "samebits.tensors",
     "compare": "samebits.tensors",

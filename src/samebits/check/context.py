@@ -13,7 +13,7 @@ from samebits.check.report import Difference, Growth, Origin
 from samebits.models.inputs import ModelInputs
 from samebits.probe.trace import Divergence, Trace, traced_forward
 from samebits.tensors.compare import TreeComparison, compare_trees
-from samebits.tensors.flatten import flatten
+from samebits.tensors.tree import flatten
 
 # Growth is reported for the origin and at most this many later module calls.
 GROWTH_MODULES = 6

@@ -24,7 +24,7 @@ from samebits.probe.prepare import prepare
 from samebits.probe.batching import batch_size_of, random_neighbour, stack_samples, take_sample
 from samebits.probe.processes import ChildJob, ChildRunner
 from samebits.probe.timing import median_seconds
-from samebits.tensors.flatten import flatten
+from samebits.tensors.tree import flatten
 
 
 def _finding(code: str, severity: str, message: str, details: dict[str, Any] | None = None, fix: str | None = None) -> DoctorFinding:

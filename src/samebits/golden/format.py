@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from samebits.errors import UserError
+from samebits.tensors import tree
 
 SCHEMA_VERSION = 1
 ENCODING = "json+safetensors"
@@ -32,40 +33,22 @@ def tensor_name(prefix: str, path: str) -> str:
     return f"{prefix}/{path.lstrip('.') or 'output'}"
 
 
-def to_skeleton(obj: Any, tensors: dict[str, torch.Tensor], name: str) -> Any:
-    """A JSON tree of ``obj`` with each tensor stored in ``tensors`` under a name and replaced by
-    ``{"$tensor": name}``; tuples and non-string-keyed dicts are tagged so they come back as such."""
-    if isinstance(obj, torch.Tensor):
-        tensors[name] = obj.detach().cpu().clone()
-        return {"$tensor": name}
-    if obj is None or isinstance(obj, (bool, int, float, str)):
-        return obj
-    if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
-        return {"$tuple": [to_skeleton(v, tensors, f"{name}[{i}]") for i, v in enumerate(obj)]}
-    if isinstance(obj, list):
-        return [to_skeleton(v, tensors, f"{name}[{i}]") for i, v in enumerate(obj)]
-    if isinstance(obj, dict) and all(isinstance(k, str) for k in obj):
-        return {"$dict": {k: to_skeleton(v, tensors, f"{name}.{k}") for k, v in obj.items()}}
-    raise UserError(f"inputs of type {type(obj).__name__} cannot be stored in a golden (tensors, numbers, strings, lists, tuples and dicts can)")
-
-
 def inputs_skeleton(inputs: Any, tensors: dict[str, torch.Tensor]) -> dict[str, Any]:
-    """The skeleton of a :class:`ModelInputs`; its tensors go to ``inputs/args[i]``, ``inputs/kwargs.k``."""
-    return {"args": to_skeleton(list(inputs.args), tensors, "inputs/args"), "kwargs": to_skeleton(dict(inputs.kwargs), tensors, "inputs/kwargs")}
+    """The skeleton of a :class:`ModelInputs` (``tensors.tree.skeleton``); its tensors go to
+    ``inputs/args[i]``, ``inputs/kwargs.k``."""
 
+    def store(t: torch.Tensor, name: str) -> str:
+        tensors[name] = t.detach().cpu().clone()
+        return name
 
-def from_skeleton(tree: Any, tensors: dict[str, torch.Tensor]) -> Any:
-    if isinstance(tree, list):
-        return [from_skeleton(v, tensors) for v in tree]
-    if isinstance(tree, dict):
-        if "$tensor" in tree:
-            return tensors[tree["$tensor"]]
-        if "$tuple" in tree:
-            return tuple(from_skeleton(v, tensors) for v in tree["$tuple"])
-        if "$dict" in tree:
-            return {k: from_skeleton(v, tensors) for k, v in tree["$dict"].items()}
-        raise GoldenError(f"unknown node in the stored input structure: {sorted(tree)}")
-    return tree
+    try:
+        return {
+            "skeleton_version": tree.SKELETON_VERSION,
+            "args": tree.skeleton(list(inputs.args), store, "inputs/args"),
+            "kwargs": tree.skeleton(dict(inputs.kwargs), store, "inputs/kwargs"),
+        }
+    except tree.TreeError as exc:
+        raise UserError(f"these inputs cannot be stored in a golden: {exc}") from None
 
 
 @dataclasses.dataclass
@@ -87,8 +70,16 @@ class Golden:
     def inputs(self) -> Any:
         from samebits.models.inputs import ModelInputs
 
-        tree = self.header["inputs"]
-        return ModelInputs(tuple(from_skeleton(tree["args"], self.tensors)), dict(from_skeleton(tree["kwargs"], self.tensors)))
+        stored = self.header["inputs"]
+        if not isinstance(stored, dict):
+            raise GoldenError("the golden's stored inputs are malformed (not a JSON object)")
+        try:
+            args, kwargs = tree.unskeleton(stored.get("args", []), self.tensors), tree.unskeleton(stored.get("kwargs", {}), self.tensors)
+        except tree.TreeError as exc:
+            raise GoldenError(f"the golden's stored inputs cannot be rebuilt: {exc}") from None
+        if not isinstance(args, list) or not isinstance(kwargs, dict):
+            raise GoldenError("the golden's stored inputs are malformed (args must be a list, kwargs a dict)")
+        return ModelInputs(tuple(args), kwargs)
 
 
 def write_golden(path: Path, header: dict[str, Any], tensors: dict[str, torch.Tensor], overwrite: bool = False) -> None:

@@ -14,7 +14,7 @@ from samebits.golden.format import SCHEMA_VERSION, inputs_skeleton, tensor_name,
 from samebits.models import LoadedModel, ModelInputs
 from samebits.models.target import as_loaded, inputs_for, spec_of
 from samebits.tensors.digest import digest_tree
-from samebits.tensors.flatten import flatten
+from samebits.tensors.tree import flatten
 
 _FILE_SUFFIXES = (".py", ".pt", ".pth", ".ts", ".jit", ".pt2", ".onnx")
 

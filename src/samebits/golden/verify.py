@@ -16,7 +16,7 @@ from samebits.models import LoadedModel, load_model
 from samebits.models.target import as_loaded
 from samebits.probe.trace import ModuleCall, Trace, first_divergence
 from samebits.tensors.compare import Comparison, compare_trees
-from samebits.tensors.flatten import flatten
+from samebits.tensors.tree import flatten
 
 
 @dataclasses.dataclass

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from samebits.errors import SpecError, UserError
+from samebits.tensors.tree import is_namedtuple
 
 
 @dataclasses.dataclass
@@ -23,7 +24,7 @@ class ModelInputs:
         """A tuple is positional arguments, a dict keyword arguments, anything else one argument."""
         if isinstance(example, ModelInputs):
             return example
-        if isinstance(example, tuple) and not hasattr(example, "_fields"):
+        if isinstance(example, tuple) and not is_namedtuple(example):
             return cls(args=example)
         if isinstance(example, dict):
             return cls(kwargs=dict(example))

@@ -30,7 +30,7 @@ def run(job: dict) -> dict:
     from samebits.models.inputs import ModelInputs
     from samebits.probe.prepare import prepare
     from samebits.probe.trace import traced_forward
-    from samebits.tensors.flatten import flatten
+    from samebits.tensors.tree import flatten
 
     if job.get("threads"):
         torch.set_num_threads(int(job["threads"]))

@@ -49,7 +49,7 @@ def memory_growth(model: Any, inputs: ModelInputs, *, mode: str, iterations: int
 
 
 def _tensors(obj: Any) -> list[torch.Tensor]:
-    from samebits.tensors.flatten import flatten
+    from samebits.tensors.tree import flatten
 
     try:
         return [t for t in flatten(obj).values() if isinstance(t, torch.Tensor)]

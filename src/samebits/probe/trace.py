@@ -15,7 +15,8 @@ from torch import nn
 
 from samebits.models.inputs import ModelInputs
 from samebits.tensors.digest import digest_tree, leaf_digest
-from samebits.tensors.flatten import flatten
+from samebits.tensors import tree
+from samebits.tensors.tree import flatten
 
 
 @dataclasses.dataclass
@@ -58,7 +59,7 @@ def rows_of(obj: Any, rows: tuple[int, int] | None) -> Any:
     if rows is None:
         return obj
     n, i = rows
-    return {path: (leaf[i : i + 1] if isinstance(leaf, torch.Tensor) and leaf.dim() and leaf.shape[0] == n else leaf) for path, leaf in flatten(obj).items()}
+    return tree.take(obj, i, i + 1, n)
 
 
 def _is_one_tensor_call(obj: Any) -> bool:
@@ -97,7 +98,7 @@ class DigestCache:
             return "1:" + self.digest(obj[0][0])
         try:
             leaves = flatten(rows_of(obj, rows))
-        except TypeError:
+        except tree.TreeError:  # a module's input or output the tree does not know: no digest
             return "unhashable"
         h = hashlib.sha256()
         for path, leaf in leaves.items():
@@ -150,7 +151,7 @@ def module_hooks(model: Any, rows: tuple[int, int] | None = None, keep: set[str]
 
 
 def _detach(obj: Any) -> Any:
-    return {p: (v.detach().cpu().clone() if isinstance(v, torch.Tensor) else v) for p, v in flatten(obj).items()}
+    return flatten(tree.map_tensors(lambda t: t.detach().cpu().clone(), obj))
 
 
 def traced_forward(model: Any, inputs: ModelInputs, rows: tuple[int, int] | None = None, keep: set[str] | None = None) -> tuple[Any, Trace, dict[str, Any]]:

@@ -13,7 +13,7 @@ import torch
 
 from samebits.models import LoadedModel, ModelInputs
 from samebits.models.target import as_loaded, inputs_for, spec_of
-from samebits.probe.batching import batch_size_of, concat_batches, random_neighbour, row_of, take_sample
+from samebits.probe.batching import batch_size_of, concat_batches, output_row, random_neighbour, take_sample
 from samebits.probe.processes import ChildJob, ChildRunner
 from samebits.probe.timing import interleaved_times
 from samebits.tensors.compare import compare
@@ -113,8 +113,8 @@ def bench(
         times = interleaved_times(fns, rounds, budget)
         for name, fn in fns.items():
             out = fn()
-            same_loop = all(compare(row_of(out, i), row_of(reference[i], 0)).identical for i in range(n))
-            same_alone = all(compare(row_of(out, i), row_of(alone[name][i], 0)).identical for i in range(n))
+            same_loop = all(compare(output_row(out, i, n), output_row(reference[i], 0, 1)).identical for i in range(n))
+            same_alone = all(compare(output_row(out, i, n), output_row(alone[name][i], 0, 1)).identical for i in range(n))
             median = statistics.median(times[name])
             rows.append(BenchRow(name, n, n / median, median * 1e3, _percentile(times[name], 0.99) * 1e3, same_loop, same_alone, (n / median) / loop_rate))
     if memory:

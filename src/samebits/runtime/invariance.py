@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from samebits.models.inputs import ModelInputs
-from samebits.probe.batching import concat_batches, first_rows, random_neighbour, take_rows
+from samebits.probe.batching import concat_batches, output_row, random_neighbour
 from samebits.tensors.digest import digest_tree
 
 
@@ -40,15 +40,7 @@ class Invariance:
 
 
 def _row_key(forward: Callable[[ModelInputs], Any], batch: ModelInputs, size: int, row: int) -> str:
-    out = forward(batch)
-    view = first_rows(out, size, size)
-    return repr(sorted(digest_tree(_row(view, row)).items()))
-
-
-def _row(output: Any, row: int) -> Any:
-    from samebits.probe.batching import row_of
-
-    return row_of(output, row)
+    return repr(sorted(digest_tree(output_row(forward(batch), row, size)).items()))
 
 
 def calibrate(forward: Callable[[ModelInputs], Any], sample: ModelInputs, candidates: list[int], *, seed: int = 0, budget: float = 5.0) -> Invariance:
@@ -83,11 +75,3 @@ def calibrate(forward: Callable[[ModelInputs], Any], sample: ModelInputs, candid
     measured = {"tried": sorted(keys) + unstable, "unstable": unstable, "classes": [sorted(g) for g in classes.values()]}
     scheme = "tile" if len(chosen) == 1 else "class"
     return Invariance(scheme, sorted(chosen), measured, round(time.monotonic() - start, 3))
-
-
-def pad_to(batch: ModelInputs, rows: int, size: int) -> ModelInputs:
-    """``batch`` (``rows`` rows) padded to ``size`` rows by repeating its last real sample."""
-    if size == rows:
-        return batch
-    last = take_rows(batch, rows - 1, rows)
-    return concat_batches([batch, *([last] * (size - rows))])

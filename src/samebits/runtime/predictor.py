@@ -20,18 +20,17 @@ from samebits.models import ModelInputs
 from samebits.models.target import as_loaded, inputs_for
 from samebits.probe.artifacts_io import artifact_key, default_cache_dir, locked
 from samebits.probe.backends import BACKENDS, BackendUnavailable, backend_versions, build
-from samebits.probe.batching import batch_size_of, concat_batches, first_rows, join_rows, random_neighbour, row_of, take_rows, take_sample
-from samebits.probe.prepare import move_tensors, prepare
-from samebits.runtime.invariance import Invariance, calibrate, pad_to
+from samebits.probe.batching import batch_size_of, concat_batches, join_outputs, lift, output_row, output_rows, pad_to, random_neighbour, take_rows, take_sample
+from samebits.probe.prepare import prepare
+from samebits.runtime.invariance import Invariance, calibrate
+from samebits.tensors import tree
 from samebits.tensors.compare import compare
 
 DEFAULT_MAX_BATCH = 256
 
 
 def _shapes(inputs: ModelInputs) -> list[Any]:
-    from samebits.tensors.flatten import flatten
-
-    return [(p, str(t.dtype), list(t.shape)) for p, t in flatten(inputs.as_tree()).items() if isinstance(t, torch.Tensor)]
+    return [(p, str(t.dtype), list(t.shape)) for p, t in tree.flatten(inputs.as_tree()).items() if isinstance(t, torch.Tensor)]
 
 
 def _bit_relevant(fingerprint: dict[str, Any]) -> str:
@@ -198,7 +197,7 @@ class Predictor:
         with torch.inference_mode():
             ours = self._run_at(example, size)
             eager = example.call(self.model)
-        result = compare(move_tensors(eager, "cpu"), move_tensors(ours, "cpu"))
+        result = compare(tree.move(eager, "cpu"), tree.move(ours, "cpu"))
         worst = result.first_difference()
         return {"backend": self.backend, "against": "eager", "identical": result.identical, "max_abs": worst.max_abs if worst else 0.0, "max_rel": worst.max_rel if worst else 0.0, "batch_size": size}
 
@@ -212,15 +211,15 @@ class Predictor:
         if n is None:
             if self.invariance.scheme != "off":
                 raise UserError("these inputs have no batch dimension; the Predictor batches along dim 0")
-            return move_tensors(self._run_at(batch, None), "cpu")
+            return tree.move(self._run_at(batch, None), "cpu")
         plan = self.invariance.plan(n) if self.invariance.scheme != "off" else [(min(n - i, self.max_batch_size),) * 2 for i in range(0, n, self.max_batch_size)]
         outputs, start = [], 0
         with self._lock:
             for rows, size in plan:
                 chunk = pad_to(take_rows(batch, start, start + rows), rows, size)
-                outputs.append(first_rows(self._run_at(chunk, size), size, rows))
+                outputs.append(output_rows(self._run_at(chunk, size), 0, rows, size))
                 start += rows
-        return move_tensors(join_rows(outputs), "cpu")
+        return tree.move(join_outputs(outputs, [rows for rows, _ in plan]), "cpu")
 
     def _prepare(self, inputs: Any) -> ModelInputs:
         _, moved = prepare(None, ModelInputs.from_example(inputs), self.device)
@@ -232,19 +231,11 @@ class Predictor:
 
     def predict_one(self, sample: Any) -> Any:
         """The output for one sample (no batch dimension), without a batch dimension."""
-        return row_of(self._forward(self._batch_of([self._prepare(sample)])), 0)
+        return output_row(self._forward(self._batch_of([self._prepare(sample)])), 0, 1)
 
     def _batch_of(self, samples: list[ModelInputs]) -> ModelInputs:
         """Samples without a batch dim (list models: single images) as one batch."""
-        template = self._example
-
-        def lift(arg: Any, like: Any) -> Any:
-            if isinstance(like, list) and like and isinstance(like[0], torch.Tensor):
-                return [arg]
-            return arg.unsqueeze(0) if isinstance(arg, torch.Tensor) else arg
-
-        lifted = [ModelInputs(tuple(lift(a, t) for a, t in zip(s.args, template.args)), {k: lift(v, template.kwargs.get(k)) for k, v in s.kwargs.items()}) for s in samples]
-        return concat_batches(lifted)
+        return lift(samples, self._example)
 
     def map(self, samples: Iterable[Any], batch_size: int | None = None, progress: bool = False) -> Iterator[Any]:
         """Outputs for every sample (no batch dim each), in input order, batched ``batch_size``
@@ -269,7 +260,7 @@ class Predictor:
     def _flush(self, pending: list[ModelInputs]) -> Iterator[Any]:
         out = self._forward(self._batch_of(pending))
         for i in range(len(pending)):
-            yield row_of(out, i)
+            yield output_row(out, i, len(pending))
 
     # -- lifetime ----------------------------------------------------------------------------
     def close(self) -> None:

@@ -2,6 +2,6 @@
 
 from samebits.tensors.compare import Comparison, compare, compare_trees, tolerances_for
 from samebits.tensors.digest import digest, digest_tree
-from samebits.tensors.flatten import flatten
+from samebits.tensors.tree import flatten
 
-__all__ = ["Comparison", "compare", "compare_trees", "digest", "digest_tree", "flatten", "tolerances_for"]
+__all__ = ["Comparison", "compare", "compare_trees", "digest", "digest_tree", "flatten", "register_node", "tolerances_for"]

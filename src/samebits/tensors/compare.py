@@ -11,7 +11,7 @@ import torch
 
 from samebits.errors import UserError
 from samebits.tensors.digest import leaf_digest
-from samebits.tensors.flatten import flatten
+from samebits.tensors.tree import flatten
 
 Verdict = Literal["identical", "close", "diverged"]
 

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from samebits.tensors.flatten import flatten
+from samebits.tensors.tree import flatten
 
 
 def _canonical(t: torch.Tensor) -> torch.Tensor:

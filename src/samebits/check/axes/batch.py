@@ -10,9 +10,10 @@ import torch
 
 from samebits.check.context import CheckContext, keys_for, op_origin, origin_from
 from samebits.check.report import AxisResult, Difference
-from samebits.probe.batching import batch_size_of, random_neighbour, sample_view, stack_samples, take_sample
+from samebits.probe.batching import batch_size_of, output_rows, random_neighbour, stack_samples, take_sample
 from samebits.probe.trace import first_divergence, plain_forward
 from samebits.tensors.digest import digest_tree
+from samebits.tensors.tree import RowError
 
 
 def size_groups(sizes: list[int], keys: dict[int, str]) -> list[list[int]]:
@@ -64,7 +65,7 @@ def batch_axis(ctx: CheckContext) -> AxisResult:
                 (other,) = _row_outputs(ctx, [sample, *fresh], (0,), alone, size)
                 if _key(other) != _key(first):
                     neighbours.append(size)
-        except ValueError as exc:
+        except RowError as exc:
             return AxisResult("batch", "skipped", reason=f"outputs cannot be split per sample: {exc}; pass --batch-dim or skip this axis")
         except Exception as exc:
             errors.append(f"size {size}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
@@ -127,4 +128,4 @@ def _key(output: Any) -> str:
 
 def _row_outputs(ctx: CheckContext, samples: list[Any], rows: tuple[int, ...], alone: Any, size: int) -> list[Any]:
     output = plain_forward(ctx.model, stack_samples(samples, ctx.options.batch_dim))
-    return [sample_view(alone, output, row, size) for row in rows]
+    return [output_rows(output, row, row + 1, size) for row in rows]

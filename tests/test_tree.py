@@ -1,0 +1,124 @@
+import dataclasses
+from typing import NamedTuple
+
+import numpy as np
+import pytest
+import torch
+
+from samebits.tensors import flatten, tree
+
+
+class Pair(NamedTuple):
+    left: torch.Tensor
+    right: int
+
+
+@dataclasses.dataclass
+class Output:
+    logits: torch.Tensor
+    extra: dict
+
+
+def test_bare_tensor_has_empty_path():
+    t = torch.ones(2)
+    assert list(flatten(t)) == [""]
+    assert flatten(t)[""] is t
+
+
+def test_detection_style_list_of_dicts_gets_indexed_key_paths():
+    out = [{"scores": torch.ones(1), "boxes": torch.zeros(1, 4)}, {"boxes": torch.zeros(0, 4), "scores": torch.ones(0)}]
+    assert list(flatten(out)) == ["[0].boxes", "[0].scores", "[1].boxes", "[1].scores"]
+
+
+def test_dict_keys_are_sorted_by_type_then_text_and_non_identifiers_quoted():
+    out = flatten({"b": 1, "a": 2, "two words": 3, 5: 4})
+    assert list(out) == ["[5]", ".a", ".b", "['two words']"]
+
+
+def test_dataclass_namedtuple_and_scalars():
+    out = flatten(Output(torch.zeros(1), {"pair": Pair(torch.ones(1), 3), "none": None, "flag": True, "name": "x"}))
+    assert list(out) == [".logits", ".extra.flag", ".extra.name", ".extra.none", ".extra.pair.left", ".extra.pair.right"]
+    assert out[".extra.pair.right"] == 3 and out[".extra.none"] is None
+
+
+def test_numpy_arrays_become_tensors():
+    out = flatten((np.arange(3),))
+    assert isinstance(out["[0]"], torch.Tensor) and out["[0]"].tolist() == [0, 1, 2]
+
+
+def test_unsupported_leaf_names_its_path_type_and_the_hook():
+    with pytest.raises(tree.UnknownNode, match=r"cannot walk a builtins.object at '\[1\]'.*samebits.register_node\(object, ...\)"):
+        flatten([1, object()])
+
+
+@dataclasses.dataclass
+class Rows:
+    a: torch.Tensor
+    b: torch.Tensor
+    note: str = "x"
+
+
+def test_dataclass_rows_are_taken_and_joined_without_loss():
+    out = Rows(torch.arange(10.0).reshape(5, 2), torch.arange(5))
+    parts = [tree.take(out, 0, 2, 5, strict=True), tree.take(out, 2, 5, 5, strict=True)]
+    joined = tree.join(parts, [2, 3])
+    assert isinstance(joined, Rows) and joined.note == "x"
+    assert torch.equal(joined.a, out.a) and torch.equal(joined.b, out.b)
+
+
+def test_row_drops_the_batch_dim_and_a_list_entry_is_the_row():
+    out = {"x": torch.arange(6).reshape(3, 2), "dets": [{"boxes": torch.zeros(k, 4)} for k in (0, 1, 2)]}
+    r = tree.row(out, 2, 3, strict=True)
+    assert r["x"].tolist() == [4, 5] and r["dets"]["boxes"].shape == (2, 4)
+
+
+def test_an_output_without_the_batch_dim_cannot_be_split():
+    with pytest.raises(tree.RowError, match=r"'\.loss' has shape \(\), with no batch dim 0 of size 4"):
+        tree.take({"loss": torch.tensor(1.0), "x": torch.zeros(4, 2)}, 0, 2, 4, strict=True)
+    kept = tree.take({"mask": torch.ones(7), "x": torch.zeros(4, 2)}, 0, 2, 4)  # inputs: shared
+    assert kept["mask"].shape == (7,) and kept["x"].shape == (2, 2)
+
+
+def test_join_refuses_shared_values_that_differ():
+    with pytest.raises(tree.RowError, match="differs between batches"):
+        tree.join([{"x": torch.zeros(1), "k": 1}, {"x": torch.zeros(1), "k": 2}], [1, 1])
+
+
+def test_stack_lifts_samples_into_the_template_structure():
+    template = ((torch.zeros(2, 3), [torch.zeros(3, 4, 4), torch.zeros(3, 5, 5)]), {"scale": 2.0})
+    samples = [((torch.full((3,), float(i)), torch.full((3, 2, 2), float(i))), {"scale": 2.0}) for i in range(3)]
+    args, kwargs = tree.stack(samples, template, 2)
+    assert args[0].shape == (3, 3) and args[0][:, 0].tolist() == [0.0, 1.0, 2.0]
+    assert [t[0, 0, 0].item() for t in args[1]] == [0.0, 1.0, 2.0] and kwargs == {"scale": 2.0}
+
+
+def test_map_tensors_keeps_types():
+    out = tree.map_tensors(lambda t: t + 1, Output(torch.zeros(1), {"pair": Pair(torch.ones(1), 3)}))
+    assert isinstance(out, Output) and isinstance(out.extra["pair"], Pair)
+    assert out.logits.item() == 1.0 and out.extra["pair"].left.item() == 2.0 and out.extra["pair"].right == 3
+
+
+class Boxes:
+    def __init__(self, xyxy: torch.Tensor, counter: torch.Tensor) -> None:
+        self.xyxy, self.counter = xyxy, counter
+
+
+def test_register_node_walks_a_users_class_with_its_row_rule():
+    tree.register_node(Boxes, children=lambda b: [(".xyxy", b.xyxy), (".counter", b.counter)], rebuild=lambda b, k: Boxes(*k), row_dims=lambda b: [1, None])
+    out = Boxes(torch.zeros(4, 6), torch.zeros(3))
+    assert list(flatten(out)) == [".xyxy", ".counter"]
+    part = tree.take(out, 0, 2, 6, strict=True)
+    assert isinstance(part, Boxes) and part.xyxy.shape == (4, 2) and part.counter.shape == (3,)
+
+
+def test_skeleton_round_trip_rebuilds_loaded_classes_only():
+    tensors: dict[str, torch.Tensor] = {}
+    store = lambda t, name: tensors.setdefault(name, t) is not None and name  # noqa: E731
+    obj = [torch.ones(2), (1, "a"), {"k": Pair(torch.zeros(1), 3)}]
+    again = tree.unskeleton(tree.skeleton(obj, store), tensors)
+    assert isinstance(again[1], tuple) and isinstance(again[2]["k"], Pair) and again[2]["k"].right == 3
+    forged = {"$node": "NamedTuple", "type": "os:system", "children": [[".x", 1]]}
+    with pytest.raises(tree.TreeError, match="cannot be rebuilt"):
+        tree.unskeleton(forged, tensors)
+    with pytest.raises(tree.TreeError, match="not loaded"):
+        tree.unskeleton({"$node": "dataclass", "type": "never_imported_module:Thing", "children": []}, tensors)
