@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 class SamebitsError(Exception):
     """Base class of every error samebits raises on purpose."""
@@ -25,3 +27,16 @@ class MissingDependencyError(UserError):
         hint = f"pip install 'samebits[{extra}]'" if extra else f"pip install {package}"
         super().__init__(f"{feature} needs the optional package '{package}', which is not installed; {hint}")
         self.package = package
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def first_line(exc: BaseException, *, with_type: bool = False) -> str:
+    """The first non-empty line of ``exc``'s message, terminal colour codes removed (the type
+    name where the message is empty; prefixed by it with ``with_type``)."""
+    lines = [line.strip() for line in _ANSI.sub("", str(exc)).splitlines() if line.strip()]
+    text = lines[0] if lines else ""
+    if with_type or not text:
+        return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return text

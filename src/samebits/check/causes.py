@@ -5,20 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from torch import nn
-
 from samebits.check.report import AxisResult, Cause
-
-# Modules whose forward differs between training and eval mode.
-TRAINING_SENSITIVE = (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._NormBase, nn.RReLU)
-
-
-def training_modules(model: Any) -> list[tuple[str, str]]:
-    """``(path, type)`` of the modules in training mode whose forward depends on it."""
-    if not isinstance(model, nn.Module):
-        return []
-    return [(name or "<model>", type(m).__name__) for name, m in model.named_modules() if m.training and isinstance(m, TRAINING_SENSITIVE)]
-
+from samebits.probe.guard import training_modules
 
 def _names(items: list[tuple[str, str]], limit: int = 4) -> str:
     text = ", ".join(f"{n} ({t})" for n, t in items[:limit])

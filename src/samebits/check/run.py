@@ -16,7 +16,7 @@ from samebits.check.causes import diagnose
 from samebits.check.context import CheckContext, CheckOptions
 from samebits.check.report import AXES, AxisResult, CheckReport
 from samebits.determinism import deterministic, isolate_rng
-from samebits.errors import UserError
+from samebits.errors import UserError, first_line
 from samebits.fingerprint import Fingerprint
 from samebits.models.target import as_loaded, inputs_for, spec_of
 from samebits.probe.guard import check_forward, describe_inputs, model_state_kept
@@ -52,8 +52,7 @@ def _safe(axis: str, fn: Callable[[CheckContext], AxisResult], ctx: CheckContext
     try:
         return fn(ctx)
     except Exception as exc:
-        text = str(exc).strip().splitlines()
-        return AxisResult(axis, "error", reason=f"{type(exc).__name__}: {text[0] if text else ''}")
+        return AxisResult(axis, "error", reason=first_line(exc, with_type=True))
 
 
 def check(model_or_spec: Any = "demo:mlp", inputs: Any = None, *, progress: Callable[[str], None] | None = None, **options: Any) -> CheckReport:

@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 import torch
 
+from samebits.errors import first_line
 from samebits.models.inputs import ModelInputs
 from samebits.probe.backends import BackendUnavailable, build
 from samebits.tensors.compare import compare
@@ -34,7 +35,6 @@ def try_backends(model: Any, inputs: ModelInputs, names: tuple[str, ...], eager:
             except BackendUnavailable as exc:
                 entry.update(status="skipped", reason=str(exc))
             except Exception as exc:
-                text = str(exc).strip().splitlines()
-                entry.update(status="error", reason=f"{type(exc).__name__}: {text[0] if text else ''}")
+                entry.update(status="error", reason=first_line(exc, with_type=True))
             results.append(entry)
     return results

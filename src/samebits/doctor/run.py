@@ -11,15 +11,14 @@ import torch
 from torch import nn
 
 from samebits.check.axes.batch import batch_axis
-from samebits.check.causes import training_modules
 from samebits.check.context import CheckContext, CheckOptions
 from samebits.doctor.backends import BACKENDS, try_backends
 from samebits.doctor.report import DoctorFinding, DoctorReport, ProbeStatus
-from samebits.errors import UserError
+from samebits.errors import UserError, first_line
 from samebits.lint.rules import BY_CODE
 from samebits.models import LoadedModel, ModelInputs
 from samebits.models.target import as_loaded, inputs_for, spec_of
-from samebits.probe.guard import check_forward, describe_inputs, model_state_kept
+from samebits.probe.guard import ForwardError, check_forward, describe_inputs, model_state_kept, training_modules
 from samebits.probe.prepare import prepare
 from samebits.probe.batching import batch_size_of, random_neighbour, stack_samples, take_sample
 from samebits.probe.processes import ChildJob, ChildRunner
@@ -65,8 +64,7 @@ class _Doctor:
             status = "skipped" if summary.startswith("skipped: ") else "ran"
             summary = summary.removeprefix("skipped: ")
         except Exception as exc:
-            text = str(exc).strip().splitlines()
-            status, summary = "error", f"{type(exc).__name__}: {text[0] if text else ''}"
+            status, summary = "error", first_line(exc, with_type=True)
         self.probes.append(ProbeStatus(name, status, summary, round(time.monotonic() - start, 2), self.details))  # type: ignore[arg-type]
 
     def training_mode(self) -> str:
@@ -209,9 +207,15 @@ def doctor(
     options = {"device": device, "iterations": iterations, "memory_cap_mb": memory_cap_mb or default_memory_cap_mb(), "batch": batch, "backends": backends, "timeout": timeout, "budget": budget}
     d = _Doctor(loaded, model_inputs, spec, options, say)
     with model_state_kept(loaded.model) as reset:
-        check_forward(loaded.model, model_inputs)
+        d.probe("training mode", d.training_mode)  # module flags only: a model that cannot run in train mode still gets it
+        try:
+            check_forward(loaded.model, model_inputs)
+        except ForwardError as exc:
+            if not d.findings:
+                raise
+            d.probes.append(ProbeStatus("first forward", "error", str(exc), 0.0, {}))
+            return _report(loaded, model_inputs, d, device, start)
         for name, fn in [
-            ("training mode", d.training_mode),
             ("grad on outputs", d.grad),
             ("memory growth", d.memory),
             ("batching throughput", d.batching),
@@ -221,6 +225,10 @@ def doctor(
         ]:
             d.probe(name, fn)
             reset()
+    return _report(loaded, model_inputs, d, device, start)
+
+
+def _report(loaded: LoadedModel, model_inputs: ModelInputs, d: _Doctor, device: str, start: float) -> DoctorReport:
     order = {"error": 0, "warning": 1, "info": 2}
     findings = sorted(d.findings, key=lambda f: order[f.severity])
     env = {"torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability(), "threads": torch.get_num_threads(), "cores": available_cores(), "device": device}

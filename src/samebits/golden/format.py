@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from samebits.errors import UserError
+from samebits.errors import UserError, first_line
 from samebits.tensors import tree
 
 SCHEMA_VERSION = 1
@@ -116,7 +116,7 @@ def read_golden(path: str | Path) -> Golden:
             # offsets, and MKL's GEMM gave other bits for the same values at a 4-byte offset.
             tensors = {name: f.get_tensor(name).clone() for name in f.keys()}
     except Exception as exc:
-        raise GoldenError(f"'{p}' is not a readable safetensors file (corrupt or truncated): {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
+        raise GoldenError(f"'{p}' is not a readable safetensors file (corrupt or truncated): {first_line(exc)}") from None
     if HEADER_KEY not in metadata:
         raise GoldenError(f"'{p}' is a safetensors file but not a samebits golden (no '{HEADER_KEY}' metadata); record one with `samebits record`")
     try:

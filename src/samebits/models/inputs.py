@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from samebits.errors import SpecError, UserError
+from samebits.errors import SpecError, UserError, first_line
 from samebits.tensors.tree import is_namedtuple
 
 
@@ -121,10 +121,8 @@ def load_input_file(path: str | Path) -> ModelInputs:
     except SpecError:
         raise
     except Exception as exc:
-        raise SpecError(f"cannot read input file '{p}': {_first_line(exc)}") from exc
+        raise SpecError(f"cannot read input file '{p}': {first_line(exc)}") from exc
     raise SpecError(f"input file '{p}' has an unknown type; use .pt, .npy or .safetensors")
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+

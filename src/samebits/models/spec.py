@@ -16,8 +16,8 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from samebits.errors import MissingDependencyError, SpecError
-from samebits.models.inputs import ModelInputs, _first_line
+from samebits.errors import MissingDependencyError, SpecError, first_line
+from samebits.models.inputs import ModelInputs
 
 Kind = Literal["demo", "factory", "torchscript", "export", "onnx"]
 
@@ -104,7 +104,7 @@ def _import_file(path: str, spec: str) -> Any:
             module_spec.loader.exec_module(module)
     except Exception as exc:
         del sys.modules[name]
-        raise SpecError(f"importing '{path}' failed: {type(exc).__name__}: {_first_line(exc)}") from exc
+        raise SpecError(f"importing '{path}' failed: {type(exc).__name__}: {first_line(exc)}") from exc
     return module
 
 
@@ -115,9 +115,9 @@ def _import_module(path: str, spec: str) -> Any:
     except ModuleNotFoundError as exc:
         if exc.name and path.startswith(exc.name):
             raise SpecError(f"no module named '{path}' (from MODEL '{spec}'); check the name or pass path/to/file.py:factory") from exc
-        raise SpecError(f"importing '{path}' failed: {_first_line(exc)}") from exc
+        raise SpecError(f"importing '{path}' failed: {first_line(exc)}") from exc
     except Exception as exc:
-        raise SpecError(f"importing '{path}' failed: {type(exc).__name__}: {_first_line(exc)}") from exc
+        raise SpecError(f"importing '{path}' failed: {type(exc).__name__}: {first_line(exc)}") from exc
 
 
 def _call_factory(module: Any, attr: str, spec: str) -> LoadedModel:
@@ -132,7 +132,7 @@ def _call_factory(module: Any, attr: str, spec: str) -> LoadedModel:
     try:
         result = factory()
     except Exception as exc:
-        raise SpecError(f"factory '{spec}' raised {type(exc).__name__}: {_first_line(exc)}") from exc
+        raise SpecError(f"factory '{spec}' raised {type(exc).__name__}: {first_line(exc)}") from exc
     example = None
     if isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], nn.Module):
         result, example = result
@@ -182,7 +182,7 @@ def _load_export(spec: str) -> LoadedModel:
     try:
         program = torch.export.load(str(p))
     except Exception as exc:
-        raise SpecError(f"'{spec}' is not a torch.export program ({_first_line(exc)}); save one with torch.export.save") from exc
+        raise SpecError(f"'{spec}' is not a torch.export program ({first_line(exc)}); save one with torch.export.save") from exc
     example = getattr(program, "example_inputs", None)
     inputs = ModelInputs(args=tuple(example[0]), kwargs=dict(example[1])) if example else None
     return LoadedModel(program.module(), inputs, spec, "export")
@@ -220,5 +220,5 @@ def _load_onnx(spec: str) -> LoadedModel:
     except MissingDependencyError:
         raise
     except Exception as exc:
-        raise SpecError(f"'{spec}' could not be loaded by onnxruntime: {_first_line(exc)}") from exc
+        raise SpecError(f"'{spec}' could not be loaded by onnxruntime: {first_line(exc)}") from exc
     return LoadedModel(model, None, spec, "onnx")

@@ -56,7 +56,7 @@ def build(name: str, model: Any, example: ModelInputs, folder: Path, key: str, *
         return Built(model)
     if name not in BACKENDS:
         raise UserError(f"unknown backend '{name}'; choose from {', '.join(BACKENDS)}")
-    if example.kwargs and name in ("torchscript", "onnxruntime"):
+    if example.kwargs and name == "torchscript":
         raise BackendUnavailable(f"the {name} backend takes positional inputs only; this model's inputs have keywords")
     if name == "torchscript":
         path = folder / f"torchscript-{key}.pt"
@@ -137,6 +137,56 @@ def _compiled(model: Any, example: ModelInputs, cache: Path) -> Built:
     return Built(compiled, cache)
 
 
+def _named_inputs(model: Any, example: ModelInputs) -> dict[str, Any]:
+    """The example's arguments by the names of ``model.forward``'s parameters (positional ones
+    named too), as torch.export's ``dynamic_shapes`` takes them."""
+    import inspect
+
+    try:
+        bound = inspect.signature(model.forward if hasattr(model, "forward") else model).bind(*example.args, **example.kwargs)
+    except (TypeError, ValueError):
+        return {**{f"arg{i}": a for i, a in enumerate(example.args)}, **example.kwargs}
+    return dict(bound.arguments)
+
+
+def _batch_dims(model: Any, example: ModelInputs) -> Any:
+    """``dynamic_shapes`` with dim 0 of every tensor input named "batch" (in signature order)."""
+    batch = torch.export.Dim("batch", min=1, max=4096)
+    named = _named_inputs(model, example)
+    if not example.kwargs:
+        return tuple({0: batch} if isinstance(a, torch.Tensor) and a.dim() else None for a in example.args)
+    return {k: ({0: batch} if isinstance(v, torch.Tensor) and v.dim() else None) for k, v in named.items()}
+
+
+class StructuredOnnx:
+    """An :class:`OnnxModel` that takes the model's own arguments (keywords included) and gives
+    back eager's output structure (a ``ModelOutput`` stays one), rebuilt with torch's pytree."""
+
+    def __init__(self, session: Any, model: Any, example: ModelInputs) -> None:
+        from torch.utils import _pytree as pytree
+
+        self.session, self.model = session, model
+        with torch.inference_mode():
+            eager = example.call(model)
+        leaves, self.spec = pytree.tree_flatten(eager)
+        outputs = session.session.get_outputs()
+        if not all(isinstance(leaf, torch.Tensor) for leaf in leaves) or len(leaves) != len(outputs):
+            kinds = ", ".join(sorted({type(leaf).__name__ for leaf in leaves}))
+            raise BackendUnavailable(f"the onnxruntime backend's {len(outputs)} outputs cannot be matched to the structure of eager's ({len(leaves)} leaves: {kinds})")
+        self.names = [i.name for i in session.session.get_inputs()]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from torch.utils import _pytree as pytree
+
+        named = _named_inputs(self.model, ModelInputs(args, kwargs))
+        if all(n in named for n in self.names):
+            feed = [named[n] for n in self.names]
+        else:  # inputs the exporter renamed: its order is the flattened signature order
+            feed = [t for t in pytree.tree_leaves(list(named.values())) if isinstance(t, torch.Tensor)]
+        outs = self.session(*feed)
+        return pytree.tree_unflatten(list(outs) if isinstance(outs, tuple) else [outs], self.spec)
+
+
 def _onnxruntime(model: Any, example: ModelInputs, folder: Path, key: str, threads: int | None, spinning: bool, dynamic_batch: bool) -> Built:
     from samebits.probe.artifacts_io import build_once
 
@@ -149,12 +199,13 @@ def _onnxruntime(model: Any, example: ModelInputs, folder: Path, key: str, threa
     optimized = folder / f"onnxruntime-{key}.ort.onnx"
 
     def export(tmp: Path) -> None:
-        dynamic = None
-        if dynamic_batch:  # one file for every batch size: dim 0 of each tensor argument is "batch"
-            batch = torch.export.Dim("batch", min=1, max=4096)
-            dynamic = tuple({0: batch} if isinstance(a, torch.Tensor) and a.dim() else None for a in example.args)
-        with quiet():
-            torch.onnx.export(model, example.args, str(tmp), dynamo=True, verbose=False, dynamic_shapes=dynamic)
+        # One file for every batch size: dim 0 of each tensor argument is "batch".
+        dynamic = _batch_dims(model, example) if dynamic_batch else None
+        try:
+            with quiet():
+                torch.onnx.export(model, example.args, str(tmp), kwargs=example.kwargs or None, dynamo=True, verbose=False, dynamic_shapes=dynamic)
+        except Exception as exc:
+            raise ExportFailed(f"the model does not export to ONNX: {_export_reason(exc)}") from exc
 
     def optimize(tmp: Path) -> None:
         options = ort.SessionOptions()
@@ -167,5 +218,17 @@ def _onnxruntime(model: Any, example: ModelInputs, folder: Path, key: str, threa
     built = build_once(optimized, optimize) or built
     from samebits.models.spec import OnnxModel
 
-    runner = OnnxModel(optimized, threads=threads or torch.get_num_threads(), spinning=spinning, optimize=False)
-    return Built(runner, optimized, built)
+    session = OnnxModel(optimized, threads=threads or torch.get_num_threads(), spinning=spinning, optimize=False)
+    return Built(StructuredOnnx(session, model, example), optimized, built)
+
+
+class ExportFailed(BackendUnavailable):
+    """The model could not be exported for a backend (with torch.export's reason)."""
+
+
+def _export_reason(exc: BaseException) -> str:
+    """The line of an exporter's error that says why (its first line is a generic banner)."""
+    from samebits.errors import first_line
+
+    cause = exc.__cause__ or exc
+    return first_line(cause, with_type=True)

@@ -71,9 +71,11 @@ def main(argv: list[str] | None = None) -> None:
         result = run(job)
         code = 0
     except BaseException as exc:  # report every failure to the parent as data
+        from samebits.errors import first_line
+
         last = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
         where = f" ({Path(last[0].filename).name}:{last[0].lineno})" if last else ""
-        result = {"error": f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}{where}"}
+        result = {"error": f"{first_line(exc, with_type=True)}{where}"}
         code = 3
     Path(job["out"]).write_text(json.dumps(result))
     sys.exit(code)

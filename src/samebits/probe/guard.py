@@ -4,13 +4,15 @@ training flags are put back, and inputs are described in a few words."""
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 from torch import nn
 
-from samebits.errors import UserError
+from samebits.errors import UserError, first_line
 from samebits.models.inputs import ModelInputs
 
 
@@ -18,14 +20,48 @@ class ForwardError(UserError):
     """The model's forward raised on the given inputs."""
 
 
+# Modules whose forward differs between training and eval mode.
+TRAINING_SENSITIVE = (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._NormBase, nn.RReLU)
+
+
+@functools.lru_cache(maxsize=None)
+def _forward_reads_training(cls: type) -> bool:
+    """Whether ``cls.forward``'s own source reads ``self.training`` (a detector's top level)."""
+    forward = getattr(cls, "forward", None)
+    if forward is None or cls.__module__.startswith("torch."):
+        return False
+    try:
+        return "self.training" in inspect.getsource(forward)
+    except (OSError, TypeError):
+        return False
+
+
+def training_modules(model: Any) -> list[tuple[str, str]]:
+    """``(path, type)`` of the modules in training mode whose forward depends on it: dropout,
+    batch norm and RReLU, and any module whose own ``forward`` reads ``self.training``. Read
+    from the module flags alone: no forward is run."""
+    if not isinstance(model, nn.Module):
+        return []
+    return [(name or "<model>", type(m).__name__) for name, m in model.named_modules() if m.training and (isinstance(m, TRAINING_SENSITIVE) or _forward_reads_training(type(m)))]
+
+
+def training_note(model: Any) -> str:
+    """``"; the model is in training mode (...)"`` where it is, else ``""``."""
+    found = training_modules(model)
+    if not found:
+        return ""
+    names = ", ".join(f"{n} ({t})" for n, t in found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
+    return f"; the model is in training mode ({names}): call model.eval() before inference"
+
+
 def check_forward(model: Any, inputs: ModelInputs) -> None:
-    """One forward under ``no_grad``; an exception becomes a one-line :class:`ForwardError`."""
+    """One forward under ``no_grad``; an exception becomes a one-line :class:`ForwardError`
+    (which says so where the model is in training mode, the usual reason)."""
     try:
         with torch.no_grad():
             inputs.call(model)
     except Exception as exc:
-        text = str(exc).strip().splitlines()
-        raise ForwardError(f"the model's forward raised {type(exc).__name__}: {text[0] if text else ''}") from exc
+        raise ForwardError(f"the model's forward raised {first_line(exc, with_type=True)}{training_note(model)}") from exc
 
 
 @contextlib.contextmanager

@@ -14,6 +14,11 @@ from samebits.models.inputs import ModelInputs
 from samebits.probe.trace import DigestCache
 
 
+# Ops whose output is uninitialised memory: its bytes are noise, never a difference. An op that
+# then writes into that buffer in place (``bernoulli_`` in Dropout) is recorded after the write.
+UNINITIALISED = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "empty_permuted"})
+
+
 def _dispatch_mode_class() -> Any:
     try:
         from torch.utils._python_dispatch import TorchDispatchMode
@@ -35,7 +40,9 @@ def op_digests(model: Any, inputs: ModelInputs, module: str, call: int = 0, rows
     class Recorder(base):  # type: ignore[misc, valid-type]
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             out = func(*args, **(kwargs or {}))
-            ops.append((str(func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else func), cache.tree(out, rows)))
+            name = str(func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else func)
+            if name not in UNINITIALISED:
+                ops.append((name, cache.tree(out, rows)))
             return out
 
     state = {"count": 0, "mode": None}

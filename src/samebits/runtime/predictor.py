@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from samebits.errors import UserError
+from samebits.errors import UserError, first_line
 from samebits.models import ModelInputs
 from samebits.models.target import as_loaded, inputs_for
 from samebits.probe.artifacts_io import artifact_key, default_cache_dir, locked
@@ -122,18 +122,19 @@ class Predictor:
             return self.model
         slot = 0 if self._dynamic else size  # a dynamic-batch artifact serves every size
         if slot not in self._runners:
-            example = self._example_at(size)
+            # A dynamic batch is exported from a batch of 2 or more: torch.export specialises a dim of size 1.
+            example = self._example_at(max(size, 2) if self._dynamic else size)
             shapes = [(p, d, ["N", *s[1:]] if self._dynamic else s) for p, d, s in _shapes(example)]
             key = artifact_key(self.model, {"backend": self.backend, "versions": backend_versions(self.backend), "shapes": shapes, "device": self.device, "dynamic_batch": self._dynamic})
             try:  # idle ONNX Runtime threads would spin and slow everything else: spinning off
                 built = build(self.backend, self.model, example, self.cache_dir, key, spinning=False, dynamic_batch=self._dynamic)
             except BackendUnavailable:
-                raise
-            except Exception:
                 if not self._dynamic:
                     raise
                 self._dynamic = False  # the model does not export with a dynamic batch: one file per size
                 return self._runner(size)
+            except Exception as exc:
+                raise BackendUnavailable(f"the {self.backend} backend could not be built for this model: {first_line(exc, with_type=True)}") from exc
             self._runners[slot] = built.runner
             self.artifacts[size] = {"path": str(built.artifact) if built.artifact else None, "built_here": built.built_here}
         return self._runners[slot]

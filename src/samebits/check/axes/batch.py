@@ -10,6 +10,7 @@ import torch
 
 from samebits.check.context import CheckContext, keys_for, op_origin, origin_from
 from samebits.check.report import AxisResult, Difference
+from samebits.errors import first_line
 from samebits.probe.batching import batch_size_of, output_rows, random_neighbour, stack_samples, take_sample
 from samebits.probe.trace import first_divergence, plain_forward
 from samebits.tensors.digest import digest_tree
@@ -68,7 +69,7 @@ def batch_axis(ctx: CheckContext) -> AxisResult:
         except RowError as exc:
             return AxisResult("batch", "skipped", reason=f"outputs cannot be split per sample: {exc}; pass --batch-dim or skip this axis")
         except Exception as exc:
-            errors.append(f"size {size}: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+            errors.append(f"size {size}: {first_line(exc, with_type=True)}")
             continue
         keys[size] = _key(first)
         if _key(last) != keys[size]:
