@@ -104,3 +104,10 @@ def test_tolerances_match_torch_testing():
 def test_complex_compares_real_and_imaginary_parts():
     item = compare_tensors(torch.tensor([1 + 1j]), torch.tensor([1 + 2j]))
     assert item.verdict == "diverged" and item.max_abs == 1.0
+
+
+def test_brief_says_what_differs_when_no_value_does():
+    signed = compare(torch.tensor([0.0, 1.0]), torch.tensor([-0.0, 1.0])).first_difference()
+    assert signed.max_abs == 0 and signed.brief() == "1 element(s) at <output> differ in bits but not in value (NaN payloads or signed zeros)"
+    moved = compare({"a": torch.ones(2)}, {"a": torch.ones(2) + 1}).first_difference()
+    assert moved.brief() == "max abs 1 at .a"

@@ -228,3 +228,32 @@ def test_tensorrt_engine_is_built_once_and_invariant(cache):
         assert p.artifacts[8]["built_here"] is True
     again = samebits.Predictor("demo:mlp", cache_dir=cache, backend="tensorrt", device="cuda", tile=8)
     assert again.artifacts[8]["built_here"] is False
+
+
+def test_a_calibration_cut_short_by_its_budget_says_so(tmp_path):
+    import warnings
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 4)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        p = samebits.Predictor(model, example_inputs=torch.randn(4, 8), calibration_budget=0.0, cache_dir=tmp_path)
+    p.close()
+    assert p.invariance.sizes == [1] and p.invariance.measured["not_tried"] == [2, 4, 8, 16, 32, 64, 128, 256]
+    assert p.notes and "verified batch sizes up to 1 of the 256 asked within its 0 s budget" in p.notes[0]
+    assert any(str(w.message) == p.notes[0] for w in caught)
+
+
+def test_backend_builds_keep_third_party_output_off_the_terminal(tmp_path, capfd):
+    from samebits.models.inputs import ModelInputs
+    from samebits.probe.backends import build
+
+    class Noisy(torch.nn.Module):
+        def forward(self, x):
+            print("FX graph dump " * 20)  # what exporters print on their own
+            return x * 2
+
+    built = build("torchscript", Noisy(), ModelInputs((torch.ones(2),)), tmp_path, "k")
+    out, err = capfd.readouterr()
+    assert out == "" and err == ""
+    assert built.log["lines"] >= 2 and any("FX graph dump" in line for line in built.log["tail"])

@@ -26,12 +26,13 @@ def try_backends(model: Any, inputs: ModelInputs, names: tuple[str, ...], eager:
             try:
                 with torch.inference_mode():
                     # ONNX Runtime's idle threads would otherwise spin and slow the eager rounds.
-                    runner = build(name, model, inputs, Path(tmp), "doctor", spinning=False).runner
+                    built = build(name, model, inputs, Path(tmp), "doctor", spinning=False)
+                    runner = built.runner
                     out = runner(*inputs.args, **inputs.kwargs)
                     times = timer({"eager": eager, name: lambda: runner(*inputs.args, **inputs.kwargs)})
                 result = compare(reference, out)
                 worst = result.first_difference()
-                entry.update(status="ran", speedup=round(times["eager"] / times[name], 2), identical=result.identical, max_abs=worst.max_abs if worst else 0.0)
+                entry.update(status="ran", speedup=round(times["eager"] / times[name], 2), identical=result.identical, max_abs=worst.max_abs if worst else 0.0, difference=worst.brief() if worst else "identical bits", log=built.log)
             except BackendUnavailable as exc:
                 entry.update(status="skipped", reason=str(exc))
             except Exception as exc:

@@ -102,7 +102,7 @@ class _Doctor:
         extra = a["grown_mb"] - b["grown_mb"]
         per_output = extra / max(a["iterations"], 1)
         self.details = {"as_is": a, "inference_mode": b, "retained_mb_per_output": round(per_output, 3)}
-        text = f"kept outputs over {a['iterations']} forwards: as-is +{a['grown_mb']:.1f} MB, under inference_mode +{b['grown_mb']:.1f} MB"
+        text = f"kept outputs over {a['iterations']} forwards: as-is {a['grown_mb']:+.1f} MB, under inference_mode {b['grown_mb']:+.1f} MB"
         if a["capped"]:
             text += f" (stopped at the {cap:.0f} MB cap)"
         # Only a graph kept alive by grad_fn explains the extra memory; without one the
@@ -169,7 +169,7 @@ class _Doctor:
             if r["status"] != "ran":
                 parts.append(f"{r['backend']} {r['status']} ({r['reason']})")
                 continue
-            bits = "identical bits" if r["identical"] else f"bits differ (max abs {r['max_abs']:.2g})"
+            bits = "identical bits" if r["identical"] else f"bits differ ({r['difference']})"
             parts.append(f"{r['backend']} {r['speedup']:.2f}x, {bits}")
             if r["speedup"] >= 1.2:
                 self.findings.append(_finding("SB252", "info", f"{r['backend']} runs {r['speedup']:.1f}x faster than eager here, {bits}", r))

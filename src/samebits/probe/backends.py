@@ -7,7 +7,11 @@ import contextlib
 import dataclasses
 import io
 import logging
+import os
+import re
 import shutil
+import sys
+import tempfile
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,46 +34,83 @@ class Built:
     runner: Callable[..., Any]
     artifact: Path | None = None
     built_here: bool = False  # False: loaded from a file another process (or run) built
+    log: dict[str, Any] = dataclasses.field(default_factory=dict)  # what third-party code printed meanwhile (Captured.summary)
+
+
+@dataclasses.dataclass
+class Captured:
+    """What third-party code printed while a backend was built (its logs, FX dumps, warnings)."""
+
+    text: str = ""
+
+    def summary(self, tail: int = 5) -> dict[str, Any]:
+        lines = [line for line in _ANSI.sub("", self.text).splitlines() if line.strip()]
+        return {"lines": len(lines), "tail": lines[-tail:]}
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
 @contextlib.contextmanager
-def quiet() -> Iterator[None]:
-    """Exporters report their steps on stdout and warn through logging: keep reports clean."""
-    loggers = [logging.getLogger(name) for name in ("torch.onnx", "torch.export", "torch._dynamo", "onnxscript")]
+def quiet() -> Iterator[Captured]:
+    """Exporters and compilers print their steps, graph dumps and warnings on stdout and stderr,
+    from Python and from C++: capture both at the file-descriptor level, so reports stay clean;
+    the text is kept in the yielded :class:`Captured`."""
+    loggers = [logging.getLogger(name) for name in ("torch.onnx", "torch.export", "torch._dynamo", "torch._inductor", "onnxscript")]
     levels = [lg.level for lg in loggers]
     for lg in loggers:
         lg.setLevel(logging.ERROR)
-    try:
-        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        for lg, level in zip(loggers, levels):
-            lg.setLevel(level)
+    captured = Captured()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    with tempfile.TemporaryFile() as sink:
+        saved = [os.dup(1), os.dup(2)]
+        os.dup2(sink.fileno(), 1)
+        os.dup2(sink.fileno(), 2)
+        try:
+            with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(io.StringIO()) as err, warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                yield captured
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
+            for lg, level in zip(loggers, levels):
+                lg.setLevel(level)
+            sink.seek(0)
+            noted = "".join(f"{w.category.__name__}: {w.message}\n" for w in caught)
+            captured.text = out.getvalue() + err.getvalue() + noted + sink.read().decode(errors="replace")
 
 
 def build(name: str, model: Any, example: ModelInputs, folder: Path, key: str, *, threads: int | None = None, spinning: bool = True, dynamic_batch: bool = False) -> Built:
-    """A runner for ``model`` through backend ``name``; artifacts go to ``folder/<name>-<key>.*``."""
-    from samebits.probe.artifacts_io import build_once
-
+    """A runner for ``model`` through backend ``name``; artifacts go to ``folder/<name>-<key>.*``.
+    What the exporters and compilers print meanwhile is captured into ``Built.log``."""
     if name == "eager":
         return Built(model)
     if name not in BACKENDS:
         raise UserError(f"unknown backend '{name}'; choose from {', '.join(BACKENDS)}")
     if example.kwargs and name == "torchscript":
         raise BackendUnavailable(f"the {name} backend takes positional inputs only; this model's inputs have keywords")
+    with quiet() as captured:
+        built = _build(name, model, example, folder, key, threads, spinning, dynamic_batch)
+    built.log = captured.summary()
+    return built
+
+
+def _build(name: str, model: Any, example: ModelInputs, folder: Path, key: str, threads: int | None, spinning: bool, dynamic_batch: bool) -> Built:
+    from samebits.probe.artifacts_io import build_once
+
     if name == "torchscript":
         path = folder / f"torchscript-{key}.pt"
-        with quiet():
-            built = build_once(path, lambda tmp: torch.jit.trace(model, example.args, check_trace=False).save(str(tmp)))
-            loaded = torch.jit.load(str(path))
-        return Built(loaded, path, built)
+        built = build_once(path, lambda tmp: torch.jit.trace(model, example.args, check_trace=False).save(str(tmp)))
+        return Built(torch.jit.load(str(path)), path, built)
     if name == "export":
         path = folder / f"export-{key}.pt2"
-        with quiet():
-            built = build_once(path, lambda tmp: torch.export.save(torch.export.export(model, example.args, example.kwargs), str(tmp)))
-            program = torch.export.load(str(path))
-        return Built(program.module(), path, built)
+        built = build_once(path, lambda tmp: torch.export.save(torch.export.export(model, example.args, example.kwargs), str(tmp)))
+        return Built(torch.export.load(str(path)).module(), path, built)
     if name == "compile":
         if not (shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")):
             raise BackendUnavailable("torch.compile on CPU needs a C++ compiler at run time, and none is on PATH")
@@ -132,7 +173,7 @@ def _compiled(model: Any, example: ModelInputs, cache: Path) -> Built:
     except ImportError:  # private API: without it the compile cache stays where torch puts it
         temporary_cache_dir = None
     cache.mkdir(parents=True, exist_ok=True)
-    with quiet(), (temporary_cache_dir(str(cache)) if temporary_cache_dir else contextlib.nullcontext()), torch.inference_mode():
+    with (temporary_cache_dir(str(cache)) if temporary_cache_dir else contextlib.nullcontext()), torch.inference_mode():
         compiled(*example.args, **example.kwargs)
     return Built(compiled, cache)
 
@@ -202,8 +243,7 @@ def _onnxruntime(model: Any, example: ModelInputs, folder: Path, key: str, threa
         # One file for every batch size: dim 0 of each tensor argument is "batch".
         dynamic = _batch_dims(model, example) if dynamic_batch else None
         try:
-            with quiet():
-                torch.onnx.export(model, example.args, str(tmp), kwargs=example.kwargs or None, dynamo=True, verbose=False, dynamic_shapes=dynamic)
+            torch.onnx.export(model, example.args, str(tmp), kwargs=example.kwargs or None, dynamo=True, verbose=False, dynamic_shapes=dynamic)
         except Exception as exc:
             raise ExportFailed(f"the model does not export to ONNX: {_export_reason(exc)}") from exc
 

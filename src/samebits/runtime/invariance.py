@@ -53,11 +53,16 @@ def calibrate(forward: Callable[[ModelInputs], Any], sample: ModelInputs, candid
     gen = torch.Generator().manual_seed(seed)
     keys: dict[int, str] = {}
     unstable: list[int] = []
+    seconds: dict[int, float] = {}
+    not_tried: list[int] = []
     for size in sorted(set(candidates)):
         if time.monotonic() - start > budget and keys:
-            break
+            not_tried.append(size)
+            continue
+        began = time.monotonic()
         if size == 1:
             keys[1] = _row_key(forward, sample, 1, 0)
+            seconds[1] = round(time.monotonic() - began, 3)
             continue
         others = [random_neighbour(sample, gen) for _ in range(size - 1)]
         first = _row_key(forward, concat_batches([sample, *others]), size, 0)
@@ -67,11 +72,12 @@ def calibrate(forward: Callable[[ModelInputs], Any], sample: ModelInputs, candid
             keys[size] = first
         else:
             unstable.append(size)
+        seconds[size] = round(time.monotonic() - began, 3)
     classes: dict[str, list[int]] = {}
     for size, key in keys.items():
         classes.setdefault(key, []).append(size)
     groups = sorted(classes.values(), key=lambda g: (len(g), max(g)), reverse=True)
     chosen = groups[0] if groups else []
-    measured = {"tried": sorted(keys) + unstable, "unstable": unstable, "classes": [sorted(g) for g in classes.values()]}
+    measured = {"tried": sorted(keys) + unstable, "unstable": unstable, "classes": [sorted(g) for g in classes.values()], "seconds_by_size": seconds, "not_tried": not_tried}
     scheme = "tile" if len(chosen) == 1 else "class"
     return Invariance(scheme, sorted(chosen), measured, round(time.monotonic() - start, 3))

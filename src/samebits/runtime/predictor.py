@@ -8,6 +8,7 @@ import json
 import os
 import tempfile
 import threading
+import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -101,6 +102,7 @@ class Predictor:
             self.artifacts: dict[int, dict[str, Any]] = {}
             self._sample = take_sample(self._example, 0) if batch_size_of(self._example) is not None else None
             self.memory: dict[str, Any] = {}
+            self.notes: list[str] = []  # what the user should know about this predictor's plan
             if max_batch_size == "auto":
                 self.max_batch_size = self._auto_max_batch(memory_budget_mb)
             else:
@@ -136,7 +138,7 @@ class Predictor:
             except Exception as exc:
                 raise BackendUnavailable(f"the {self.backend} backend could not be built for this model: {first_line(exc, with_type=True)}") from exc
             self._runners[slot] = built.runner
-            self.artifacts[size] = {"path": str(built.artifact) if built.artifact else None, "built_here": built.built_here}
+            self.artifacts[size] = {"path": str(built.artifact) if built.artifact else None, "built_here": built.built_here, "log": built.log}
         return self._runners[slot]
 
     def _auto_max_batch(self, budget_mb: float | None, limit: int = 4096) -> int:
@@ -183,6 +185,17 @@ class Predictor:
                 with os.fdopen(fd, "w") as f:
                     json.dump(inv.to_dict(), f)
                 os.replace(tmp, path)
+        skipped = inv.measured.get("not_tried") or []
+        if skipped:
+            costs = inv.measured.get("seconds_by_size") or {}
+            last = max((int(k) for k in costs), default=0)
+            note = (
+                f"calibration verified batch sizes up to {max(inv.sizes or [0])} of the {max(candidates)} asked within its {budget:g} s budget "
+                f"(size {last} took {float(costs.get(last, costs.get(str(last), 0.0))):.2f} s); larger batches run as several forwards: "
+                "pass a larger calibration_budget to measure more"
+            )
+            self.notes.append(note)
+            warnings.warn(note, stacklevel=3)
         if tile and inv.sizes != [tile]:
             raise UserError(f"tile {tile} is not batch-invariant here: a row's bits change with its position or neighbours (measured)")
         if not inv.sizes:
@@ -200,7 +213,15 @@ class Predictor:
             eager = example.call(self.model)
         result = compare(tree.move(eager, "cpu"), tree.move(ours, "cpu"))
         worst = result.first_difference()
-        return {"backend": self.backend, "against": "eager", "identical": result.identical, "max_abs": worst.max_abs if worst else 0.0, "max_rel": worst.max_rel if worst else 0.0, "batch_size": size}
+        return {
+            "backend": self.backend,
+            "against": "eager",
+            "identical": result.identical,
+            "max_abs": worst.max_abs if worst else 0.0,
+            "max_rel": worst.max_rel if worst else 0.0,
+            "difference": worst.brief() if worst else "identical bits",
+            "batch_size": size,
+        }
 
     # -- running -----------------------------------------------------------------------------
     def _run_at(self, batch: ModelInputs, size: int | None) -> Any:

@@ -91,6 +91,18 @@ class Comparison:
             lines.append(f"Greatest ULP distance: {self.max_ulp}")
         return "\n".join(lines)
 
+    def brief(self) -> str:
+        """A few words: ``"max abs 4.8e-07 at .logits"``, or the reason where no value differs
+        (a missing path, another shape or dtype, NaN or signed-zero bits)."""
+        where = self.path or "<output>"
+        if self.identical:
+            return "identical bits"
+        if self.max_abs > 0:
+            return f"max abs {self.max_abs:.2g} at {where}"
+        if self.reason:
+            return self.reason.splitlines()[0]
+        return f"{self.differing} element(s) at {where} differ in bits but not in value (NaN payloads or signed zeros)"
+
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
