@@ -42,7 +42,7 @@ def golden(tmp_path):
 
 
 def test_round_trip_is_identical_bits(golden):
-    report = verify(golden)
+    report = verify(golden, spec("make"))
     assert report.verdict == "identical" and report.exit_code == 0
     assert report.policy == "exact" and "matches in every field" in report.policy_reason
     assert [c.path for c in report.items] == [".count", ".logits", ".name"]
@@ -56,7 +56,7 @@ def test_inputs_and_non_tensor_leaves_round_trip(tmp_path):
     assert torch.equal(inputs.kwargs["scale"]["factor"], torch.tensor(2.0))
     assert g.outputs[".count"] == 4 and g.outputs[".name"] == "two-layer"
     assert {"inputs/kwargs.x", "inputs/kwargs.scale.factor", "outputs/logits", "outputs/scaled"} <= set(g.tensors)
-    assert verify(path).verdict == "identical"
+    assert verify(path, spec("make_kwargs")).verdict == "identical"
 
 
 def test_one_tampered_value_is_a_mismatch_at_its_path_and_index(golden):
@@ -64,7 +64,7 @@ def test_one_tampered_value_is_a_mismatch_at_its_path_and_index(golden):
         tensors["outputs/logits"][2, 1] += 0.5
 
     rewrite(golden, bump)
-    report = verify(golden)
+    report = verify(golden, spec("make"))
     assert report.verdict == "diverged" and report.exit_code == 1
     bad = [c for c in report.items if c.verdict != "identical"]
     assert [c.path for c in bad] == [".logits"]
@@ -80,11 +80,11 @@ def test_fingerprint_difference_switches_to_dtype_tolerances_and_names_the_cause
         t[0, 0] = torch.nextafter(t[0, 0], torch.tensor(10.0))
 
     rewrite(golden, nudge, other_cpu)
-    report = verify(golden)
+    report = verify(golden, spec("make"))
     assert report.policy == "dtype-defaults" and "cpu.capability" in report.policy_reason
     assert report.verdict == "close" and report.ok
     assert any(line.startswith("cpu.capability SVE256 -> ") and "pick other vectorised kernels" in line for line in report.likely_causes())
-    assert verify(golden, exact=True).verdict == "diverged"
+    assert verify(golden, spec("make"), exact=True).verdict == "diverged"
 
 
 def test_first_module_that_changed_is_named(golden):
@@ -112,6 +112,13 @@ def test_stored_spec_is_relative_to_the_golden(tmp_path, monkeypatch):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
+    with pytest.raises(UserError, match=r"names the MODEL '../models/net.py:make', which is code; .*pass the MODEL on the command line"):
+        verify(path)  # a stored file.py:factory spec is code: never run from what a file says
+    assert verify(path, str(models / "net.py") + ":make").verdict == "identical"
+
+
+def test_a_data_only_stored_spec_is_reused(tmp_path):
+    path = record("demo:mlp", tmp_path / "demo.safetensors")
     assert verify(path).verdict == "identical"
 
 
@@ -156,7 +163,9 @@ def test_cli_record_and_verify(tmp_path):
     assert result.returncode == 0, result.stderr
     assert run_cli("record", spec("make"), "-o", str(path)).returncode == 2
     out = tmp_path / "v.json"
-    verified = run_cli("verify", str(path), "--json", str(out))
+    refused = run_cli("verify", str(path))
+    assert refused.returncode == 2 and "pass the MODEL on the command line" in refused.stderr
+    verified = run_cli("verify", str(path), spec("make"), "--json", str(out))
     assert verified.returncode == 0, verified.stderr
     assert "importing MODEL" in verified.stderr and "golden_models.py:make" in verified.stderr
     data = json.loads(out.read_text())
@@ -164,7 +173,7 @@ def test_cli_record_and_verify(tmp_path):
     jsonschema.validate(data, schema)
     changed = run_cli("verify", str(path), spec("changed_fc2"))
     assert changed.returncode == 1 and "first module whose output changed since recording: fc2 (Linear)" in changed.stdout
-    assert run_cli("verify", str(path), "--exact", "--atol", "1", "--rtol", "1").returncode == 2
+    assert run_cli("verify", str(path), spec("make"), "--exact", "--atol", "1", "--rtol", "1").returncode == 2
 
 
 def test_write_leaves_no_temporary_files(tmp_path):
@@ -178,5 +187,5 @@ def test_an_output_that_appears_or_disappears_is_a_mismatch(golden):
         del header["output_values"][".name"]
 
     rewrite(golden, edit_header=drop)
-    item = next(c for c in verify(golden).items if c.path == ".name")
+    item = next(c for c in verify(golden, spec("make")).items if c.path == ".name")
     assert item.verdict == "diverged" and item.reason == "Path .name is missing in the golden."

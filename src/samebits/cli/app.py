@@ -10,7 +10,7 @@ import typer
 
 from samebits._version import __version__
 from samebits.cli import bench, cache, check, demo, doctor, env, lint, record, run, verify
-from samebits.errors import UserError
+from samebits.errors import UserError, first_line
 
 app = typer.Typer(
     name="samebits",
@@ -34,7 +34,8 @@ def _root(
     version: Optional[bool] = typer.Option(None, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
     debug: bool = typer.Option(False, "--debug", help="Show full tracebacks for errors."),
 ) -> None:
-    """Exit codes: 0 all good, 1 the check found what it looks for, 2 usage or input error."""
+    """Exit codes: 0 all good, 1 the check found what it looks for, 2 usage or input error (or a
+    timeout, or nothing could run), 3 an internal error (a bug: please report it)."""
 
 
 check.register(app)
@@ -50,13 +51,24 @@ cache.register(app)
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the CLI; a :class:`UserError` becomes one line on stderr and exit code 2."""
+    """Entry point, and the one error boundary: a :class:`UserError` is one line on stderr and
+    exit 2; an interrupt exits 130; anything else is a bug: one line, exit 3 (never 1, which
+    means "found what it looks for"), the traceback under ``--debug``."""
     args = list(sys.argv[1:] if argv is None else argv)
     own = args[: args.index("--")] if "--" in args else args
+    debug = "--debug" in own
     try:
         app(args=args, prog_name="samebits")  # exits through SystemExit; usage errors exit 2
     except UserError as exc:
-        if "--debug" in own:
+        if debug:
             raise
         typer.echo(f"samebits: error: {exc}", err=True)
         sys.exit(2)
+    except KeyboardInterrupt:
+        typer.echo("samebits: interrupted", err=True)
+        sys.exit(130)
+    except Exception as exc:
+        if debug:
+            raise
+        typer.echo(f"samebits: internal error: {first_line(exc, with_type=True)}; please report it (rerun with --debug for the traceback)", err=True)
+        sys.exit(3)

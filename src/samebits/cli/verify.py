@@ -16,7 +16,7 @@ STYLE = {"identical": "green", "close": "yellow", "diverged": "bold red"}
 
 def verify_command(
     golden: str = typer.Argument(..., metavar="FILE", help="A golden written by `samebits record`."),
-    model: Optional[str] = typer.Argument(None, metavar="[MODEL]", help="Default: the MODEL stored in the golden, relative to it."),
+    model: Optional[str] = typer.Argument(None, metavar="[MODEL]", help="The model to verify. Default: the MODEL stored in the golden, only when it is data (demo:NAME, .pt2, .onnx); a file.py:factory, module:factory or .pt spec is code, so pass it here."),
     exact: bool = typer.Option(False, "--exact", help="Require identical bits, whatever the machine."),
     atol: Optional[float] = typer.Option(None, "--atol", help="Absolute tolerance (with --rtol)."),
     rtol: Optional[float] = typer.Option(None, "--rtol", help="Relative tolerance (with --atol)."),

@@ -56,13 +56,24 @@ class VerifyReport:
         return data
 
 
+def is_data_only_spec(spec: str) -> bool:
+    """A spec that loads data, never code: ``demo:NAME``, a scanned ``.pt2`` or an ``.onnx`` file.
+    ``file.py:factory``, ``module:factory`` and TorchScript ``.pt`` run code the user chose."""
+    return spec.startswith("demo:") or spec.lower().endswith((".pt2", ".onnx"))
+
+
 def _model_for(golden: Golden, golden_path: Path, model_or_spec: Any, announce: Callable[[str], None]) -> LoadedModel:
     if model_or_spec is None:
         stored = golden.header.get("model")
         if not stored:
             raise UserError(f"'{golden_path}' was recorded from an in-memory model; pass the MODEL to verify against")
+        if not isinstance(stored, str) or not is_data_only_spec(stored):
+            raise UserError(
+                f"'{golden_path}' names the MODEL {str(stored)[:80]!r}, which is code; a golden never chooses code to run: "
+                "pass the MODEL on the command line (samebits verify FILE MODEL)"
+            )
         spec = spec_resolved_from(stored, golden_path.parent)
-        announce(f"importing MODEL {spec} (as stored in the golden)")
+        announce(f"loading MODEL {spec} (as stored in the golden: data only)")
         return load_model(spec)
     if isinstance(model_or_spec, str):
         announce(f"importing MODEL {model_or_spec}")

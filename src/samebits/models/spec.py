@@ -178,7 +178,10 @@ def _what_is_it(p: Path) -> str:
 
 
 def _load_export(spec: str) -> LoadedModel:
+    from samebits.models.pt2_scan import scan_pt2
+
     p = _existing(spec)
+    scan_pt2(p)  # data only: nothing in the archive may be unpickled or run
     try:
         program = torch.export.load(str(p))
     except Exception as exc:

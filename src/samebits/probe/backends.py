@@ -110,6 +110,9 @@ def _build(name: str, model: Any, example: ModelInputs, folder: Path, key: str, 
     if name == "export":
         path = folder / f"export-{key}.pt2"
         built = build_once(path, lambda tmp: torch.export.save(torch.export.export(model, example.args, example.kwargs), str(tmp)))
+        from samebits.models.pt2_scan import scan_pt2
+
+        scan_pt2(path)
         return Built(torch.export.load(str(path)).module(), path, built)
     if name == "compile":
         if not (shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")):
