@@ -17,10 +17,10 @@ def list_command(cache_dir: Optional[str] = DirOpt) -> None:
     """List cached artifacts and calibrations with their sizes."""
     from pathlib import Path
 
-    from samebits.probe.artifacts_io import default_cache_dir, list_cache
+    from samebits.probe.artifacts_io import ArtifactCache, default_cache_dir
 
     folder = Path(cache_dir) if cache_dir else default_cache_dir()
-    entries = list_cache(folder)
+    entries = ArtifactCache(folder).entries()
     console = Console(highlight=False)
     if not entries:
         console.print(f"{folder}: empty")
@@ -33,13 +33,16 @@ def list_command(cache_dir: Optional[str] = DirOpt) -> None:
 
 @cache_app.command("clear")
 def clear_command(cache_dir: Optional[str] = DirOpt) -> None:
-    """Remove every cached artifact and calibration (they are rebuilt on demand)."""
+    """Remove every cached artifact and calibration (they are rebuilt on demand).
+
+    Only what samebits wrote goes: the entries in the folder's manifest. A folder without the
+    samebits marker is refused and nothing in it is touched."""
     from pathlib import Path
 
-    from samebits.probe.artifacts_io import clear_cache, default_cache_dir
+    from samebits.probe.artifacts_io import ArtifactCache, default_cache_dir
 
     folder = Path(cache_dir) if cache_dir else default_cache_dir()
-    typer.echo(f"removed {clear_cache(folder)} entries from {folder}")
+    typer.echo(f"removed {ArtifactCache(folder).clear()} entries from {folder}")
 
 
 def register(app: typer.Typer) -> None:

@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import tempfile
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import torch
 
 from samebits._version import __version__
+from samebits.errors import UserError
 
 
 def default_cache_dir() -> Path:
@@ -64,59 +66,196 @@ def artifact_key(model: Any, parts: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
-@contextlib.contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """An exclusive lock on ``path.lock``: two processes building one artifact build it once."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(str(path) + ".lock", "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+MARKER = ".samebits-cache"  # says a folder is a samebits cache: nothing else is ever removed
+MANIFEST = "manifest.json"  # every entry samebits wrote, with its sha256 at build time
+
+
+class CacheError(UserError):
+    """A cache folder samebits may not use as asked (foreign, unsafe, read-only)."""
+
+
+def _file_mode() -> int:
+    """The mode a new file gets under this process's umask (mkstemp would force 0600)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def _sha256(path: Path) -> str | None:
+    if not path.is_file():
+        return None
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+class ArtifactCache:
+    """A cache folder: a marker file, a manifest of what samebits wrote (name, kind, sha256),
+    entries built once under a lock and written atomically. A folder without the marker is
+    never written into unless empty, and never cleared. A folder that is not writable is read
+    without locks. Entries that carry code are loaded only from a folder owned by this user and
+    not writable by others (as ssh treats its keys)."""
+
+    def __init__(self, folder: str | os.PathLike[str]) -> None:
+        self.folder = Path(folder)
+
+    # -- state ----------------------------------------------------------------------------------
+    @property
+    def is_cache(self) -> bool:
+        return (self.folder / MARKER).is_file()
+
+    @property
+    def writable(self) -> bool:
+        return os.access(self.folder if self.folder.exists() else self.folder.parent, os.W_OK)
+
+    def untrusted_reason(self) -> str | None:
+        """Why code may not be loaded from this folder, or ``None`` when it may."""
         try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            st = self.folder.stat()
+        except OSError:
+            return None
+        if hasattr(os, "getuid") and st.st_uid != os.getuid():
+            return f"the cache folder {self.folder} belongs to another user"
+        if st.st_mode & 0o022:
+            return f"the cache folder {self.folder} is writable by others (mode {st.st_mode & 0o777:o})"
+        return None
 
+    def manifest(self) -> dict[str, dict[str, Any]]:
+        try:
+            data = json.loads((self.folder / MANIFEST).read_text())
+        except (OSError, ValueError):
+            return {}
+        entries = data.get("entries") if isinstance(data, dict) else None
+        return {k: v for k, v in entries.items() if isinstance(v, dict)} if isinstance(entries, dict) else {}
 
-def build_once(path: Path, build: Callable[[Path], None]) -> bool:
-    """Make ``path`` exist: if it does not, ``build(tmp)`` writes a temporary file that is then
-    renamed into place, under the lock. Returns True when it was built here, False on a cache hit."""
-    with locked(path):
-        if path.exists():
-            return False
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    # -- writing --------------------------------------------------------------------------------
+    def ensure(self) -> None:
+        """Make the folder a cache (marker and all), or refuse a foreign, non-empty one."""
+        if self.is_cache:
+            return
+        if self.folder.exists() and not self.folder.is_dir():
+            raise CacheError(f"cache folder {self.folder} is a file; pass a folder (cache_dir=..., --cache-dir)")
+        if self.folder.is_dir() and any(self.folder.iterdir()):
+            raise CacheError(f"{self.folder} is not empty and is not a samebits cache (no {MARKER} marker); choose a new or empty folder for the cache")
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            (self.folder / MARKER).write_text(json.dumps({"samebits_cache": 1}) + "\n")
+        except OSError as exc:
+            raise CacheError(f"cannot create the cache folder {self.folder}: {exc.strerror}") from None
+
+    @contextlib.contextmanager
+    def lock(self, name: str) -> Iterator[None]:
+        """An exclusive lock on ``name.lock``: two processes building one entry build it once."""
+        with open(self.folder / f"{name}.lock", "w") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def _record(self, name: str, kind: str) -> None:
+        path = self.folder / name
+        with self.lock(MANIFEST):
+            entries = self.manifest()
+            entries[name] = {"kind": kind, "sha256": _sha256(path)}
+            self._write(MANIFEST, lambda tmp: tmp.write_text(json.dumps({"version": 1, "entries": entries}, indent=1, sort_keys=True)))
+
+    def _write(self, name: str, write: Callable[[Path], None]) -> None:
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=self.folder)
         os.close(fd)
         try:
-            build(Path(tmp))
-            os.replace(tmp, path)
+            write(Path(tmp))
+            os.chmod(tmp, _file_mode())
+            os.replace(tmp, self.folder / name)
         finally:
             Path(tmp).unlink(missing_ok=True)
-        return True
+
+    def _valid(self, name: str) -> bool:
+        entry = self.manifest().get(name)
+        if entry is None or not (self.folder / name).exists():
+            return False
+        return entry.get("sha256") is None or entry["sha256"] == _sha256(self.folder / name)
+
+    def build_once(self, name: str, build: Callable[[Path], None], *, kind: str = "artifact", code: bool = False) -> bool:
+        """Make entry ``name`` exist and match the digest recorded when it was built: if it
+        does not (missing, corrupt, planted), ``build(tmp)`` writes a temporary file that is
+        renamed into place under the lock and recorded. ``code``: the entry can run code when
+        loaded, so the folder must be trusted. True when built here, False on a cache hit."""
+        if code and (reason := self.untrusted_reason()):
+            raise CacheError(f"{reason}: samebits does not load code from it; chmod go-w it or pass another cache_dir")
+        if not self.writable and self.is_cache:
+            if self._valid(name):
+                return False
+            raise CacheError(f"the cache folder {self.folder} is read-only and lacks a valid '{name}'; build it once where the cache is writable")
+        self.ensure()
+        with self.lock(name):
+            if self._valid(name):
+                return False
+            if (self.folder / name).exists():
+                warnings.warn(f"samebits: cache entry {name} did not match the digest recorded at build (or was not written by samebits): rebuilt", stacklevel=3)
+            self._write(name, build)
+            self._record(name, kind)
+            return True
+
+    def read_json(self, name: str) -> dict[str, Any] | None:
+        """A JSON entry, or ``None`` where it is missing, corrupt or not samebits' own."""
+        if not self._valid(name):
+            return None
+        try:
+            data = json.loads((self.folder / name).read_text())
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def record_folder(self, name: str) -> Path:
+        """A sub-folder that a tool fills itself (inductor's kernels), recorded in the manifest."""
+        self.ensure()
+        path = self.folder / name
+        path.mkdir(exist_ok=True)
+        if name not in self.manifest():
+            self._record(name, "folder")
+        return path
+
+    # -- listing and clearing -------------------------------------------------------------------
+    def entries(self) -> list[dict[str, Any]]:
+        """Every entry samebits wrote: name, kind, size."""
+        out = []
+        for name, entry in sorted(self.manifest().items()):
+            p = self.folder / name
+            if not p.exists():
+                continue
+            size = sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) if p.is_dir() else p.stat().st_size
+            out.append({"name": name, "kind": entry.get("kind", "artifact"), "bytes": size})
+        return out
+
+    def clear(self) -> int:
+        """Remove every entry in the manifest (and its lock); nothing else. Refuses a folder
+        without the marker. Returns how many entries were removed."""
+        import shutil
+
+        if not self.folder.exists():
+            return 0
+        if not self.is_cache:
+            raise CacheError(f"{self.folder} is not a samebits cache (no {MARKER} marker): nothing removed")
+        count = 0
+        with self.lock(MANIFEST):
+            for name in self.manifest():
+                p = self.folder / name
+                if name in (MARKER, MANIFEST) or "/" in name or name.startswith(".."):
+                    continue
+                if p.is_dir() and not p.is_symlink():
+                    shutil.rmtree(p)
+                    count += 1
+                elif p.exists() or p.is_symlink():
+                    p.unlink()
+                    count += 1
+                (self.folder / f"{name}.lock").unlink(missing_ok=True)
+            self._write(MANIFEST, lambda tmp: tmp.write_text(json.dumps({"version": 1, "entries": {}})))
+        return count
 
 
-def list_cache(folder: Path) -> list[dict[str, Any]]:
-    """Every artifact and calibration in ``folder``: name, kind, size."""
-    if not folder.is_dir():
-        return []
-    out = []
-    for p in sorted(folder.iterdir()):
-        if p.name.endswith(".lock") or p.name.startswith("."):
-            continue
-        kind = "calibration" if p.name.startswith("calibration-") else "artifact"
-        size = sum(f.stat().st_size for f in p.rglob("*")) if p.is_dir() else p.stat().st_size
-        out.append({"name": p.name, "kind": kind, "bytes": size})
-    return out
-
-
-def clear_cache(folder: Path) -> int:
-    """Remove every artifact, calibration and lock in ``folder``; returns how many entries."""
-    import shutil
-
-    if not folder.is_dir():
-        return 0
-    count = 0
-    for p in folder.iterdir():
-        if p.is_dir():
-            shutil.rmtree(p)
-        else:
-            p.unlink()
-        count += not p.name.endswith(".lock")
-    return count
+def build_once(path: Path, build: Callable[[Path], None], *, code: bool = False) -> bool:
+    """:meth:`ArtifactCache.build_once` for ``path`` in its folder."""
+    return ArtifactCache(path.parent).build_once(path.name, build, code=code)

@@ -105,7 +105,7 @@ def _build(name: str, model: Any, example: ModelInputs, folder: Path, key: str, 
 
     if name == "torchscript":
         path = folder / f"torchscript-{key}.pt"
-        built = build_once(path, lambda tmp: torch.jit.trace(model, example.args, check_trace=False).save(str(tmp)))
+        built = build_once(path, lambda tmp: torch.jit.trace(model, example.args, check_trace=False).save(str(tmp)), code=True)  # TorchScript can unpickle code
         return Built(torch.jit.load(str(path)), path, built)
     if name == "export":
         path = folder / f"export-{key}.pt2"
@@ -117,7 +117,7 @@ def _build(name: str, model: Any, example: ModelInputs, folder: Path, key: str, 
     if name == "compile":
         if not (shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")):
             raise BackendUnavailable("torch.compile on CPU needs a C++ compiler at run time, and none is on PATH")
-        return _compiled(model, example, folder / "inductor")
+        return _compiled(model, example, folder)
     if name == "onnxruntime":
         return _onnxruntime(model, example, folder, key, threads, spinning, dynamic_batch)
     return _tensorrt(model, example, folder, key)
@@ -162,20 +162,26 @@ def _tensorrt(model: Any, example: ModelInputs, folder: Path, key: str) -> Built
         compiled = torch_tensorrt.compile(model.cuda(), **options)
         torch_tensorrt.save(compiled, str(tmp), inputs=args)
 
-    built = build_once(engine, compile_engine)
+    built = build_once(engine, compile_engine, code=True)
     program = torch.export.load(str(engine))
     return Built(program.module(), engine, built)
 
 
-def _compiled(model: Any, example: ModelInputs, cache: Path) -> Built:
+def _compiled(model: Any, example: ModelInputs, folder: Path) -> Built:
     """torch.compile, compiled now on the example (one static shape), with inductor's cache in
-    ``cache`` so that every process that compiles the same graph finds the same kernels."""
+    ``folder/inductor`` so that every process that compiles the same graph finds the same
+    kernels (compiled code: only from a folder no one else can write)."""
+    from samebits.probe.artifacts_io import ArtifactCache, CacheError
+
+    store = ArtifactCache(folder)
+    if reason := store.untrusted_reason():
+        raise CacheError(f"{reason}: samebits does not load inductor's compiled kernels from it; chmod go-w it or pass another cache_dir")
+    cache = store.record_folder("inductor")
     compiled = torch.compile(model, dynamic=False)
     try:
         from torch._inductor.runtime.cache_dir_utils import temporary_cache_dir
     except ImportError:  # private API: without it the compile cache stays where torch puts it
         temporary_cache_dir = None
-    cache.mkdir(parents=True, exist_ok=True)
     with (temporary_cache_dir(str(cache)) if temporary_cache_dir else contextlib.nullcontext()), torch.inference_mode():
         compiled(*example.args, **example.kwargs)
     return Built(compiled, cache)
@@ -246,7 +252,7 @@ def _onnxruntime(model: Any, example: ModelInputs, folder: Path, key: str, threa
         # One file for every batch size: dim 0 of each tensor argument is "batch".
         dynamic = _batch_dims(model, example) if dynamic_batch else None
         try:
-            torch.onnx.export(model, example.args, str(tmp), kwargs=example.kwargs or None, dynamo=True, verbose=False, dynamic_shapes=dynamic)
+            torch.onnx.export(model, example.args, str(tmp), kwargs=example.kwargs or None, dynamo=True, verbose=False, dynamic_shapes=dynamic, external_data=False)
         except Exception as exc:
             raise ExportFailed(f"the model does not export to ONNX: {_export_reason(exc)}") from exc
 

@@ -19,7 +19,7 @@ from torch import nn
 from samebits.errors import UserError, first_line
 from samebits.models import ModelInputs
 from samebits.models.target import as_loaded, inputs_for
-from samebits.probe.artifacts_io import artifact_key, default_cache_dir, locked
+from samebits.probe.artifacts_io import ArtifactCache, artifact_key, default_cache_dir
 from samebits.probe.backends import BACKENDS, BackendUnavailable, backend_versions, build
 from samebits.probe.batching import batch_size_of, concat_batches, join_outputs, lift, output_row, output_rows, pad_to, random_neighbour, take_rows, take_sample
 from samebits.probe.prepare import prepare
@@ -173,18 +173,15 @@ class Predictor:
             raise UserError("invariant=True needs inputs with a batch dimension (dim 0); pass invariant=False")
         candidates = [tile] if tile else sorted({s for s in (1, 2, 4, 8, 16, 32, 64, 128, 256) if s <= self.max_batch_size} | {self.max_batch_size})
         key = artifact_key(self.model, {"kind": "calibration", "version": 2, "dynamic_batch": self._dynamic, "backend": self.backend, "candidates": candidates, "sample": _shapes(self._sample), "environment": _bit_relevant(self.fingerprint)})
-        path = self.cache_dir / f"calibration-{key}.json"
-        with locked(path):
-            if path.exists():
-                data = json.loads(path.read_text())
-                inv = Invariance(data["scheme"], data["sizes"], {**data["measured"], "cached": True}, data["seconds"])
-            else:
-                self._runner(candidates[0])  # build (or load) the artifact outside the time budget
-                inv = calibrate(lambda batch: self._run_at(batch, batch_size_of(batch)), self._sample, candidates, seed=self.seed, budget=budget)
-                fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".calibration-")
-                with os.fdopen(fd, "w") as f:
-                    json.dump(inv.to_dict(), f)
-                os.replace(tmp, path)
+        store, name = ArtifactCache(self.cache_dir), f"calibration-{key}.json"
+        data = store.read_json(name)
+        if data is not None and {"scheme", "sizes", "measured", "seconds"} <= set(data):
+            inv = Invariance(data["scheme"], data["sizes"], {**data["measured"], "cached": True}, data["seconds"])
+        else:  # missing, or corrupt (then rebuilt, with a warning)
+            self._runner(candidates[0])  # build (or load) the artifact outside the time budget
+            inv = calibrate(lambda batch: self._run_at(batch, batch_size_of(batch)), self._sample, candidates, seed=self.seed, budget=budget)
+            if store.writable or not store.is_cache:
+                store.build_once(name, lambda tmp: tmp.write_text(json.dumps(inv.to_dict())), kind="calibration")
         skipped = inv.measured.get("not_tried") or []
         if skipped:
             costs = inv.measured.get("seconds_by_size") or {}
