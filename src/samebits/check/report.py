@@ -112,13 +112,17 @@ class CheckReport:
         return [a for a in self.axes if a.verdict == "error"]
 
     @property
+    def ran(self) -> list[AxisResult]:
+        return [a for a in self.axes if a.verdict in ("identical", "close", "diverged")]
+
+    @property
     def ok(self) -> bool:
-        return not self.diverged and not self.errored
+        return not self.diverged and not self.errored and bool(self.ran)
 
     @property
     def exit_code(self) -> int:
-        """1 when any axis diverged; else 2 when any errored; else 0."""
-        return 1 if self.diverged else 2 if self.errored else 0
+        """1 when any axis diverged; else 2 when any errored or none ran; else 0."""
+        return 1 if self.diverged else 2 if self.errored or not self.ran else 0
 
     def headline(self) -> str:
         """One sentence: what is wrong and the first thing to do."""
@@ -131,6 +135,8 @@ class CheckReport:
             return f"Outputs change across {names}; see the details below."
         if self.errored:
             return f"No divergence in {len(ran)} axes, but {', '.join(a.axis for a in self.errored)} could not run."
+        if not ran:
+            return "Nothing was checked: every axis was skipped (" + "; ".join(f"{a.axis}: {a.reason}" for a in self.axes) + ")."
         close = [a.axis for a in ran if a.verdict == "close"]
         if close:
             return f"Every axis that ran agrees within the tolerance ({', '.join(close)} not bit for bit)."

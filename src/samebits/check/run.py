@@ -20,7 +20,7 @@ from samebits.errors import UserError, first_line
 from samebits.fingerprint import Fingerprint
 from samebits.models.target import as_loaded, inputs_for, spec_of
 from samebits.probe.guard import check_forward, describe_inputs, model_state_kept
-from samebits.probe.prepare import prepare
+from samebits.probe.prepare import check_device, prepare
 
 IN_PROCESS = {"repeat": repeat_axis, "seed": seed_axis, "state": state_axis, "batch": batch_axis}
 
@@ -41,6 +41,9 @@ def _validate(options: CheckOptions) -> None:
         raise UserError("--threads must be positive integers, e.g. 1,2")
     if options.timeout <= 0:
         raise UserError("--timeout must be > 0 seconds")
+    if options.batch_dim < 0:
+        raise UserError(f"--batch-dim must be >= 0, not {options.batch_dim}")
+    check_device(options.device)
     if options.device.startswith("cuda") and not torch.cuda.is_available():
         raise UserError("--device cuda was asked for, but CUDA is not available here (torch build or driver)")
     if options.atol < 0 or options.rtol < 0:

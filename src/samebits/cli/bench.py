@@ -24,6 +24,7 @@ def bench_command(
     rounds: int = typer.Option(20, "--rounds", help="Interleaved rounds per batch size (fewer when --budget runs out)."),
     budget: float = typer.Option(3.0, "--budget", help="Seconds of timing per batch size."),
     no_memory: bool = typer.Option(False, "--no-memory", help="Skip peak memory (one fresh process per configuration)."),
+    timeout: float = typer.Option(120.0, "--timeout", help="Seconds a forward may go without progress before the bench ends (exit 2)."),
     json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH", help="Also write the report as JSON ('-' for stdout)."),
 ) -> None:
     """Measure every way to run MODEL side by side, with their bits.
@@ -32,16 +33,19 @@ def bench_command(
     invariant and not: samples/s, latency per batch (p50/p99), peak memory, whether each row
     keeps its bits, the speedup over the loop, and what invariance costs.
     """
+    from samebits.deadline import Watchdog
     from samebits.errors import UserError
     from samebits.runtime.bench import bench
 
     sizes = opts.parse_ints(batch_sizes, "--batch-sizes") or ()
     if not sizes or min(sizes) < 1:
         raise UserError("--batch-sizes must be positive")
+    if rounds < 1 or budget <= 0:
+        raise UserError("--rounds must be >= 1 and --budget > 0")
     console = consoles(json_path)
     loaded, inputs, _ = opts.load_target(model, input_file, input_shape, dtype, int_range, 0)
     status = Console(stderr=True).status("bench", spinner="dots")
-    with status:
+    with status, Watchdog(timeout, f"MODEL {model}"):
         report = bench(loaded, inputs, batch_sizes=sizes, backends=tuple(b.strip() for b in backends.split(",") if b.strip()), rounds=rounds, budget=budget, memory=not no_memory, progress=lambda m: status.update(f"bench: {escape(m)}"))
     write_json(report.to_dict(), json_path)
     table = Table(Column("config", min_width=31, no_wrap=True), "batch", "samples/s", "p50 ms", "p99 ms", "peak MB", "= loop", "= alone", "vs loop", box=None, title=f"{report.model} ({report.seconds:.0f} s)", title_justify="left")

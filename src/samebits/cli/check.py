@@ -45,13 +45,14 @@ def check_command(
     2 on bad input or when an axis could not run and none diverged.
     """
     from samebits.check import check
+    from samebits.deadline import Watchdog
     from samebits.tensors.compare import check_tolerances
 
     console = consoles(json_path)
     tol_a, tol_r = check_tolerances(atol, rtol)
     loaded, inputs, model_dtype = opts.load_target(model, input_file, input_shape, dtype, int_range, seed)
     status = Console(stderr=True).status("checking", spinner="dots")
-    with status:
+    with status, Watchdog(timeout, f"MODEL {model}"):
         report = check(
             loaded,
             inputs,

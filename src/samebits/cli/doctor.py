@@ -36,12 +36,13 @@ def doctor_command(
     variance, threads vs cores, faster backends with their bits. Exit 1 when there is a warning
     or an error.
     """
+    from samebits.deadline import Watchdog
     from samebits.doctor import doctor
 
     console = consoles(json_path)
     loaded, inputs, _ = opts.load_target(model, input_file, input_shape, dtype, int_range, 0)
     status = Console(stderr=True).status("doctor", spinner="dots")
-    with status:
+    with status, Watchdog(timeout, f"MODEL {model}"):
         report = doctor(
             loaded,
             inputs,

@@ -194,6 +194,8 @@ def doctor(
     start = time.monotonic()
     if iterations < 1 or batch < 2:
         raise UserError("--iterations must be >= 1 and --batch >= 2")
+    if timeout <= 0 or budget <= 0 or (memory_cap_mb is not None and memory_cap_mb <= 0):
+        raise UserError("--timeout, --budget and --memory-cap must be > 0")
     unknown = [b for b in backends if b not in BACKENDS]
     if unknown:
         raise UserError(f"unknown backend {', '.join(unknown)}; choose from {', '.join(BACKENDS)}")

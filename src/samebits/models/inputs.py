@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from samebits import deadline
 from samebits.errors import SpecError, UserError, first_line
 from samebits.tensors.tree import is_namedtuple
 
@@ -31,7 +32,9 @@ class ModelInputs:
         return cls(args=(example,))
 
     def call(self, model: Any) -> Any:
-        return model(*self.args, **self.kwargs)
+        out = model(*self.args, **self.kwargs)
+        deadline.feed()  # progress, for the CLI's hang watchdog
+        return out
 
     def as_tree(self) -> dict[str, Any]:
         """The inputs as one nested object, for flattening and digests."""

@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from samebits import deadline
 from samebits.errors import UserError
 from samebits.models.inputs import ModelInputs
 
@@ -94,7 +95,7 @@ def build(name: str, model: Any, example: ModelInputs, folder: Path, key: str, *
         raise UserError(f"unknown backend '{name}'; choose from {', '.join(BACKENDS)}")
     if example.kwargs and name == "torchscript":
         raise BackendUnavailable(f"the {name} backend takes positional inputs only; this model's inputs have keywords")
-    with quiet() as captured:
+    with quiet() as captured, deadline.paused():  # building is not a forward: no hang watchdog meanwhile
         built = _build(name, model, example, folder, key, threads, spinning, dynamic_batch)
     built.log = captured.summary()
     return built

@@ -6,14 +6,32 @@ from typing import Any
 
 from torch import nn
 
+from samebits.errors import UserError
 from samebits.models.inputs import ModelInputs, parse_dtype
 from samebits.tensors import tree
+
+
+def check_device(device: str) -> None:
+    """A one-line error for a device this torch does not know or cannot use here."""
+    import torch
+
+    try:
+        kind = torch.device(device).type
+    except (RuntimeError, TypeError):
+        raise UserError(f"unknown device '{device}'; use cpu, cuda, cuda:N or mps") from None
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise UserError(f"device '{device}' was asked for, but CUDA is not available here (torch build or driver)")
+    if kind == "mps" and not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
+        raise UserError(f"device '{device}' was asked for, but MPS is not available here")
+    if kind not in ("cpu", "cuda", "mps"):
+        raise UserError(f"device '{device}' is not supported by samebits; use cpu, cuda, cuda:N or mps")
 
 
 def prepare(model: Any, inputs: ModelInputs, device: str = "cpu", dtype: str | None = None) -> tuple[Any, ModelInputs]:
     """Move ``model`` (when it is an ``nn.Module``) and the tensors in ``inputs`` to ``device``;
     with ``dtype``, cast the model and the floating-point inputs to it. The model is moved in
     place, as ``nn.Module.to`` does; its training mode is left as the user set it."""
+    check_device(device)
     torch_dtype = parse_dtype(dtype) if dtype else None
     if isinstance(model, nn.Module):
         model.to(device=device, dtype=torch_dtype) if torch_dtype is not None else model.to(device)

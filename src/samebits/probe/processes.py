@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import dataclasses
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -16,8 +19,33 @@ from typing import Any
 import torch
 from torch import nn
 
+from samebits import deadline
 from samebits.models.inputs import ModelInputs
 from samebits.probe.trace import Trace
+
+_LIVE: set[subprocess.Popen[bytes]] = set()  # children still running, killed if the parent stops
+
+
+def kill_children() -> None:
+    """Kill every child still running, with its whole process group."""
+    for proc in list(_LIVE):
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            proc.wait(timeout=5)
+        _LIVE.discard(proc)
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    """Linux: the child gets SIGKILL when the parent dies, however it dies (PR_SET_PDEATHSIG)."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+
+
+atexit.register(kill_children)
+deadline.on_fire(kill_children)
 
 
 @dataclasses.dataclass
@@ -95,18 +123,28 @@ class ChildRunner:
         queue = list(enumerate(jobs))
         running: list[tuple[int, ChildJob, subprocess.Popen[bytes], float, Path]] = []
         # Children start at once up to ``parallel``; bits do not depend on how busy the machine is.
-        while queue or running:
-            while queue and len(running) < parallel:
-                i, job = queue.pop(0)
-                running.append((i, job, *self._start(i, job)))
-            time.sleep(0.02)
-            for entry in list(running):
-                i, job, proc, started, out = entry
-                elapsed = time.monotonic() - started
-                if proc.poll() is None and elapsed < self.timeout:
-                    continue
-                running.remove(entry)
-                results[i] = self._collect(job, proc, elapsed, out)
+        # Each has its own timeout, so the parent's watchdog rests meanwhile; an interrupt or a
+        # signal to the parent kills the children still running.
+        with deadline.paused():
+            try:
+                while queue or running:
+                    while queue and len(running) < parallel:
+                        i, job = queue.pop(0)
+                        running.append((i, job, *self._start(i, job)))
+                    time.sleep(0.02)
+                    for entry in list(running):
+                        i, job, proc, started, out = entry
+                        elapsed = time.monotonic() - started
+                        if proc.poll() is None and elapsed < self.timeout:
+                            continue
+                        running.remove(entry)
+                        results[i] = self._collect(job, proc, elapsed, out)
+            finally:
+                for _, _, proc, _, _ in running:
+                    with contextlib.suppress(OSError):
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                    _LIVE.discard(proc)
         return [results[i] for i in range(len(jobs))]
 
     def _start(self, i: int, job: ChildJob) -> tuple[subprocess.Popen[bytes], float, Path]:
@@ -116,12 +154,22 @@ class ChildRunner:
         job_file.write_text(json.dumps(spec))
         env = {**os.environ, **job.env}
         with open(out.with_suffix(".stderr"), "wb") as stderr:  # a file, so a chatty child cannot block on a full pipe
-            proc = subprocess.Popen([sys.executable, "-m", "samebits.probe.child", str(job_file)], env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "samebits.probe.child", str(job_file)],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                start_new_session=True,  # its own process group: killed as one
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            )
+        _LIVE.add(proc)
         return proc, time.monotonic(), out
 
     def _collect(self, job: ChildJob, proc: subprocess.Popen[bytes], elapsed: float, out: Path) -> ChildResult:
+        _LIVE.discard(proc)
         if proc.poll() is None:
-            proc.kill()
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
             return ChildResult(job.label, None, f"timed out after {self.timeout:g} s (raise --timeout)", elapsed)
         stderr = out.with_suffix(".stderr").read_text(errors="replace").strip()
