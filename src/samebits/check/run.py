@@ -19,7 +19,7 @@ from samebits.determinism import deterministic, isolate_rng
 from samebits.errors import UserError, first_line
 from samebits.fingerprint import Fingerprint
 from samebits.models.target import as_loaded, inputs_for, spec_of
-from samebits.probe.guard import check_forward, describe_inputs, model_state_kept
+from samebits.probe.guard import check_forward, describe_inputs, model_state_kept, torch_env_kept
 from samebits.probe.prepare import check_device, prepare
 
 IN_PROCESS = {"repeat": repeat_axis, "seed": seed_axis, "state": state_axis, "batch": batch_axis}
@@ -88,7 +88,7 @@ def check(model_or_spec: Any = "demo:mlp", inputs: Any = None, *, progress: Call
         predictor, hookable = model.predictor, False
     ctx = CheckContext(model, model_inputs, opts, spec, hookable, say)
     results: dict[str, AxisResult] = {}
-    with isolate_rng(opts.device), model_state_kept(model) as reset, contextlib.ExitStack() as stack:
+    with isolate_rng(opts.device), torch_env_kept(), model_state_kept(model) as reset, contextlib.ExitStack() as stack:
         if predictor is not None:
             stack.callback(predictor.close)
         check_forward(model, model_inputs)

@@ -18,7 +18,7 @@ from samebits.errors import UserError, first_line
 from samebits.lint.rules import BY_CODE
 from samebits.models import LoadedModel, ModelInputs
 from samebits.models.target import as_loaded, inputs_for, spec_of
-from samebits.probe.guard import ForwardError, check_forward, describe_inputs, model_state_kept, training_modules
+from samebits.probe.guard import ForwardError, check_forward, describe_inputs, model_state_kept, torch_env_kept, training_modules
 from samebits.probe.prepare import prepare
 from samebits.probe.batching import batch_size_of, random_neighbour, stack_samples, take_sample
 from samebits.probe.processes import ChildJob, ChildRunner
@@ -208,7 +208,7 @@ def doctor(
     loaded.model, model_inputs = prepare(loaded.model, model_inputs, device)
     options = {"device": device, "iterations": iterations, "memory_cap_mb": memory_cap_mb or default_memory_cap_mb(), "batch": batch, "backends": backends, "timeout": timeout, "budget": budget}
     d = _Doctor(loaded, model_inputs, spec, options, say)
-    with model_state_kept(loaded.model) as reset:
+    with torch_env_kept(), model_state_kept(loaded.model) as reset:
         d.probe("training mode", d.training_mode)  # module flags only: a model that cannot run in train mode still gets it
         try:
             check_forward(loaded.model, model_inputs)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -62,6 +63,25 @@ def check_forward(model: Any, inputs: ModelInputs) -> None:
             inputs.call(model)
     except Exception as exc:
         raise ForwardError(f"the model's forward raised {first_line(exc, with_type=True)}{training_note(model)}") from exc
+
+
+# Variables torch writes into os.environ behind the caller's back (importing torch._dynamo,
+# which a dispatch mode or torch.compile does, sets the inductor cache folder).
+TORCH_SET_ENV = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
+
+
+@contextlib.contextmanager
+def torch_env_kept() -> Iterator[None]:
+    """Put back :data:`TORCH_SET_ENV` as they were when the block began."""
+    before = {k: os.environ.get(k) for k in TORCH_SET_ENV}
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 @contextlib.contextmanager

@@ -9,6 +9,7 @@ import os
 import tempfile
 import threading
 import warnings
+import weakref
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,32 @@ def _bit_relevant(fingerprint: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(keep, sort_keys=True, default=str).encode()).hexdigest()
 
 
+_PROFILE_LOCK = threading.Lock()
+_PROFILE: dict[str, Any] = {"count": 0, "context": None}
+
+
+def _acquire_profile(seed: int, device: str) -> None:
+    """The determinism profile is shared by every live deterministic Predictor: the first one
+    enters it (seeding with its seed), the last one to close (or be collected) exits it, so
+    Predictors closed in any order leave every switch as it was before the first."""
+    from samebits.determinism import deterministic
+
+    with _PROFILE_LOCK:
+        if _PROFILE["count"] == 0:
+            context = deterministic(seed, device=device)
+            context.__enter__()
+            _PROFILE["context"] = context
+        _PROFILE["count"] += 1
+
+
+def _release_profile() -> None:
+    with _PROFILE_LOCK:
+        _PROFILE["count"] -= 1
+        if _PROFILE["count"] == 0:
+            context, _PROFILE["context"] = _PROFILE["context"], None
+            context.__exit__(None, None, None)
+
+
 class Predictor:
     """Inference done right by default: ``eval()``, no grad, inputs moved to the device, outputs
     on the CPU, and with ``invariant=True`` a sample's output never depends on its batch.
@@ -52,7 +79,8 @@ class Predictor:
     calibration is cached under ``cache_dir``, keyed by the model and the environment
     fingerprint; compiled backends are files keyed by content, built once and loaded by every
     process. With ``deterministic=True`` the :func:`samebits.deterministic` profile is applied
-    for the predictor's lifetime (until :meth:`close` or the end of its ``with`` block).
+    for the predictor's lifetime (until :meth:`close`, the end of its ``with`` block, or its
+    garbage collection); live Predictors share one profile, restored when the last one ends.
     """
 
     def __init__(
@@ -84,12 +112,10 @@ class Predictor:
         self.device, self.backend, self.seed = device, backend, seed
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self._lock = threading.RLock()
-        self._profile = None
+        self._release: weakref.finalize | None = None
         if deterministic:
-            from samebits.determinism import deterministic as profile
-
-            self._profile = profile(seed, device=device)
-            self._profile.__enter__()
+            _acquire_profile(seed, device)
+            self._release = weakref.finalize(self, _release_profile)  # also when collected unclosed
         try:
             from samebits.fingerprint import Fingerprint
 
@@ -284,9 +310,8 @@ class Predictor:
     # -- lifetime ----------------------------------------------------------------------------
     def close(self) -> None:
         """End the determinism profile (restoring every switch); the predictor can still run."""
-        if self._profile is not None:
-            profile, self._profile = self._profile, None
-            profile.__exit__(None, None, None)
+        if self._release is not None:
+            self._release()  # runs once: later calls do nothing
 
     def __enter__(self) -> Predictor:
         return self
