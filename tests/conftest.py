@@ -38,6 +38,14 @@ def run_python(code: str, env: dict[str, str] | None = None, timeout: float = 12
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env if env is not None else scrubbed_env(), timeout=timeout)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_cache(tmp_path_factory):
+    """Tests never touch the user's ~/.cache/samebits: children inherit the variable."""
+    os.environ["SAMEBITS_CACHE_DIR"] = str(tmp_path_factory.mktemp("samebits-cache"))
+    yield
+    os.environ.pop("SAMEBITS_CACHE_DIR", None)
+
+
 @pytest.fixture
 def cli():
     return run_cli

@@ -35,6 +35,9 @@ def main(argv: list[str] | None = None) -> None:
             sys.argv = ["-c", *target[2:]]
             exec(compile(target[1], "<string>", "exec"), {"__name__": "__main__", "__builtins__": __builtins__})
         else:
+            if not os.path.isfile(target[0]):
+                print(f"samebits run: can't open file '{target[0]}': no such file", file=sys.stderr)
+                sys.exit(2)
             sys.argv = list(target)
             sys.path[0] = os.path.dirname(os.path.abspath(target[0]))
             runpy.run_path(target[0], run_name="__main__")

@@ -91,7 +91,7 @@ def check(model_or_spec: Any = "demo:mlp", inputs: Any = None, *, progress: Call
     with isolate_rng(opts.device), torch_env_kept(), model_state_kept(model) as reset, contextlib.ExitStack() as stack:
         if predictor is not None:
             stack.callback(predictor.close)
-        check_forward(model, model_inputs)
+        check_forward(model, model_inputs, need_tensor=True)
         reset()
         for axis in [a for a in AXES if a in opts.axes and a in IN_PROCESS]:
             say(f"axis {axis}")

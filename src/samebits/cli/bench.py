@@ -40,8 +40,6 @@ def bench_command(
     sizes = opts.parse_ints(batch_sizes, "--batch-sizes") or ()
     if not sizes or min(sizes) < 1:
         raise UserError("--batch-sizes must be positive")
-    if rounds < 1 or budget <= 0:
-        raise UserError("--rounds must be >= 1 and --budget > 0")
     console = consoles(json_path)
     loaded, inputs, _ = opts.load_target(model, input_file, input_shape, dtype, int_range, 0)
     status = Console(stderr=True).status("bench", spinner="dots")

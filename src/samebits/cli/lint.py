@@ -49,7 +49,10 @@ def lint_command(
     result = lint(targets, config)
     text = render(result, fmt)
     if output:
-        Path(output).write_text(text + "\n")
+        try:
+            Path(output).write_text(text + "\n")
+        except OSError as exc:
+            raise UserError(f"cannot write -o {output}: {exc.strerror}") from None
     else:
         typer.echo(text)
     if result.files == 0 and not result.findings and (result.errors or result.skipped):

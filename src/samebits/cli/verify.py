@@ -32,7 +32,9 @@ def verify_command(
     from samebits.golden import verify
 
     console = consoles(json_path)
-    report = verify(golden, model, exact=exact, atol=atol, rtol=rtol, announce=lambda m: print(f"samebits verify: {m}", file=sys.stderr))
+    # Which model is loaded, for a person watching; logs and CI get the report (and one error line).
+    announce = (lambda m: print(f"samebits verify: {m}", file=sys.stderr)) if sys.stderr.isatty() else None
+    report = verify(golden, model, exact=exact, atol=atol, rtol=rtol, announce=announce)
     write_json(report.to_dict(), json_path)
     bad = [c for c in report.items if c.verdict != "identical"]
     when = report.recorded.get("created") or "?"

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from samebits.errors import UserError, first_line
+from samebits.files import atomic_write
 from samebits.tensors import tree
 
 SCHEMA_VERSION = 1
@@ -90,16 +89,24 @@ def write_golden(path: Path, header: dict[str, Any], tensors: dict[str, torch.Te
 
     path.parent.mkdir(parents=True, exist_ok=True)
     metadata = {HEADER_KEY: json.dumps({**header, "encoding": ENCODING}, sort_keys=True, default=str)}
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        save_file({k: v.contiguous() for k, v in tensors.items()}, tmp, metadata=metadata)
-        if overwrite:
-            os.replace(tmp, path)
-        else:
-            os.link(tmp, path)  # atomic, and fails if the file exists
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+    atomic_write(path, lambda tmp: save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp), metadata=metadata), overwrite=overwrite)
+
+
+_HEADER_TYPES: dict[str, type | tuple[type, ...]] = {"output_paths": list, "output_values": dict, "digests": dict, "inputs": dict, "fingerprint": dict, "profile": dict, "trace": list}
+
+
+def _check_types(p: Path, header: dict[str, Any]) -> None:
+    """Every header field has the type samebits wrote: a damaged file is one line, not a crash."""
+    for key, kind in _HEADER_TYPES.items():
+        if key in header and not isinstance(header[key], kind):
+            raise GoldenError(f"'{p}': the golden header's {key} is a {type(header[key]).__name__}; the file is damaged")
+    if not all(isinstance(path, str) for path in header["output_paths"]):
+        raise GoldenError(f"'{p}': the golden header's output_paths are not all strings; the file is damaged")
+    profile = header["profile"]
+    if profile.get("name") not in ("deterministic", "none") or not isinstance(profile.get("seed"), int) or not isinstance(profile.get("threads"), (int, type(None))):
+        raise GoldenError(f"'{p}': the golden header's profile is malformed ({json.dumps(profile)[:80]}); the file is damaged")
+    if not all(isinstance(m, dict) and {"name", "type", "call", "inputs", "outputs"} <= set(m) for m in header.get("trace", [])):
+        raise GoldenError(f"'{p}': the golden header's trace is malformed; the file is damaged")
 
 
 def read_golden(path: str | Path) -> Golden:
@@ -107,6 +114,8 @@ def read_golden(path: str | Path) -> Golden:
     from safetensors import safe_open
 
     p = Path(path)
+    if p.is_dir():
+        raise GoldenError(f"golden file '{p}' is a directory; give a .safetensors file written by `samebits record`")
     if not p.is_file():
         raise GoldenError(f"golden file '{p}' does not exist")
     try:
@@ -133,6 +142,7 @@ def read_golden(path: str | Path) -> Golden:
     missing = [k for k in ("output_paths", "output_values", "digests", "inputs", "fingerprint", "profile") if k not in header]
     if missing:
         raise GoldenError(f"'{p}': the golden header lacks {', '.join(missing)}")
+    _check_types(p, header)
     absent = [path for path in header["output_paths"] if tensor_name("outputs", path) not in tensors and path not in header["output_values"]]
     if absent:
         raise GoldenError(f"'{p}': outputs {', '.join(absent[:3])} are listed but not stored")

@@ -31,7 +31,7 @@ def bit_relevant_changes(recorded: dict[str, Any], current: Fingerprint) -> tupl
     """The fingerprint differences (all of them) and, if the recorded one cannot be read, why."""
     try:
         old = Fingerprint.from_dict(recorded)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
         return [], f"the recorded fingerprint cannot be read ({exc})"
     return old.diff(current), None
 

@@ -105,6 +105,11 @@ def record(
     loaded model / ``nn.Module`` (then ``samebits verify`` needs the MODEL again).
     """
     target = Path(path)
+    if target.is_dir():
+        raise UserError(f"'{target}' is a directory; give the golden's file name, e.g. {target / 'model.safetensors'}")
+    blocking = next((p for p in target.parents if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        raise UserError(f"cannot write '{target}': '{blocking}' is a file, not a folder")
     if target.exists() and not force:
         raise UserError(f"'{target}' exists; pass --force (force=True) to overwrite it")
     if target.suffix != ".safetensors":

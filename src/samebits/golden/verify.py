@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from samebits.errors import UserError
+from samebits.errors import UserError, first_line
 from samebits.fingerprint import Fingerprint
 from samebits.golden.format import SCHEMA_VERSION, Golden, read_golden
 from samebits.golden.policy import bit_relevant_changes, choose_policy
@@ -97,11 +97,16 @@ def verify(
     changes, unreadable = bit_relevant_changes(golden.header["fingerprint"], Fingerprint.capture())
     policy = choose_policy(changes, unreadable, exact=exact, atol=atol, rtol=rtol)
     loaded = _model_for(golden, golden_path, model_or_spec, announce or (lambda message: None))
-    output, trace = run_profiled(loaded.model, golden.inputs(), golden.header["profile"])
+    try:
+        output, trace = run_profiled(loaded.model, golden.inputs(), golden.header["profile"])
+    except UserError:
+        raise
+    except Exception as exc:
+        raise UserError(f"the model's forward raised {first_line(exc, with_type=True)} on the golden's stored inputs; is {loaded.spec} the model it was recorded from?") from exc
     items = compare_trees(golden.outputs, flatten(output), leaf=policy.compare, sides=("the golden", "this run")).items
     first = None
     if any(c.verdict != "identical" for c in items) and golden.header.get("trace"):
-        recorded = Trace(golden.header["digests"], [ModuleCall(**m) for m in golden.header["trace"]])
+        recorded = Trace(golden.header["digests"], [ModuleCall(**{f: m[f] for f in ("name", "type", "call", "inputs", "outputs")}) for m in golden.header["trace"]])
         divergence = first_divergence(recorded, trace)
         if divergence is not None:
             first = f"{divergence.call.label} ({divergence.call.type})"

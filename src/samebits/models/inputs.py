@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,9 @@ def parse_int_range(text: str) -> tuple[int, int]:
     return low, high
 
 
+MAX_RANDOM_INPUT_MB = 4096
+
+
 def random_inputs(shapes: list[str], dtypes: list[str] | None = None, int_range: str | None = None, seed: int = 0) -> ModelInputs:
     """Seeded random tensors, one positional argument per shape (``--input-shape``).
 
@@ -89,6 +93,9 @@ def random_inputs(shapes: list[str], dtypes: list[str] | None = None, int_range:
     args = []
     for i, text in enumerate(shapes):
         shape, dtype = parse_shape(text), parse_dtype(dtypes[0] if len(dtypes) == 1 else dtypes[i])
+        size_mb = math.prod(shape) * torch.empty((), dtype=dtype).element_size() / 2**20
+        if size_mb > MAX_RANDOM_INPUT_MB:
+            raise UserError(f"--input-shape {text} is {size_mb:,.0f} MB of {dtype}; samebits makes random inputs up to {MAX_RANDOM_INPUT_MB:,} MB (use a smaller shape, or --input FILE)")
         if dtype == torch.bool:
             args.append(torch.randint(0, 2, shape, generator=gen).bool())
         elif dtype.is_floating_point:
@@ -105,6 +112,8 @@ def load_input_file(path: str | Path) -> ModelInputs:
     other names keyword arguments.
     """
     p = Path(path)
+    if p.is_dir():
+        raise SpecError(f"input file '{p}' is a directory; give a .pt, .npy or .safetensors file")
     if not p.is_file():
         raise SpecError(f"input file '{p}' does not exist")
     suffix = p.suffix.lower()

@@ -8,7 +8,6 @@ import fcntl
 import hashlib
 import json
 import os
-import tempfile
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,11 +17,16 @@ import torch
 
 from samebits._version import __version__
 from samebits.errors import UserError
+from samebits.files import atomic_write
+
+
+def _home_cache() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")) / "samebits"
 
 
 def default_cache_dir() -> Path:
-    base = os.environ.get("SAMEBITS_CACHE_DIR") or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "samebits")
-    return Path(base)
+    """``$SAMEBITS_CACHE_DIR``, else ``$XDG_CACHE_HOME/samebits`` (``~/.cache/samebits``)."""
+    return Path(os.environ.get("SAMEBITS_CACHE_DIR") or _home_cache())
 
 
 def weights_digest(model: Any) -> str:
@@ -72,13 +76,6 @@ MANIFEST = "manifest.json"  # every entry samebits wrote, with its sha256 at bui
 
 class CacheError(UserError):
     """A cache folder samebits may not use as asked (foreign, unsafe, read-only)."""
-
-
-def _file_mode() -> int:
-    """The mode a new file gets under this process's umask (mkstemp would force 0600)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
 
 
 def _sha256(path: Path) -> str | None:
@@ -137,7 +134,8 @@ class ArtifactCache:
             return
         if self.folder.exists() and not self.folder.is_dir():
             raise CacheError(f"cache folder {self.folder} is a file; pass a folder (cache_dir=..., --cache-dir)")
-        if self.folder.is_dir() and any(self.folder.iterdir()):
+        adopt = self.folder.resolve() == _home_cache().resolve()  # the folder named for samebits (a cache from before markers)
+        if self.folder.is_dir() and any(self.folder.iterdir()) and not adopt:
             raise CacheError(f"{self.folder} is not empty and is not a samebits cache (no {MARKER} marker); choose a new or empty folder for the cache")
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
@@ -163,14 +161,7 @@ class ArtifactCache:
             self._write(MANIFEST, lambda tmp: tmp.write_text(json.dumps({"version": 1, "entries": entries}, indent=1, sort_keys=True)))
 
     def _write(self, name: str, write: Callable[[Path], None]) -> None:
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=self.folder)
-        os.close(fd)
-        try:
-            write(Path(tmp))
-            os.chmod(tmp, _file_mode())
-            os.replace(tmp, self.folder / name)
-        finally:
-            Path(tmp).unlink(missing_ok=True)
+        atomic_write(self.folder / name, write)
 
     def _valid(self, name: str) -> bool:
         entry = self.manifest().get(name)

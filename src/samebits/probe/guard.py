@@ -15,6 +15,7 @@ from torch import nn
 
 from samebits.errors import UserError, first_line
 from samebits.models.inputs import ModelInputs
+from samebits.tensors import tree
 
 
 class ForwardError(UserError):
@@ -55,14 +56,18 @@ def training_note(model: Any) -> str:
     return f"; the model is in training mode ({names}): call model.eval() before inference"
 
 
-def check_forward(model: Any, inputs: ModelInputs) -> None:
-    """One forward under ``no_grad``; an exception becomes a one-line :class:`ForwardError`
-    (which says so where the model is in training mode, the usual reason)."""
+def check_forward(model: Any, inputs: ModelInputs, *, need_tensor: bool = False) -> Any:
+    """One forward under ``no_grad``, its output returned; an exception becomes a one-line
+    :class:`ForwardError` (which says so where the model is in training mode, the usual
+    reason). With ``need_tensor``, an output that holds no tensor is one too."""
     try:
         with torch.no_grad():
-            inputs.call(model)
+            output = inputs.call(model)
     except Exception as exc:
         raise ForwardError(f"the model's forward raised {first_line(exc, with_type=True)}{training_note(model)}") from exc
+    if need_tensor and not tree.tensors(output):
+        raise ForwardError(f"the model's output holds no tensor (it returned {type(output).__name__} {str(output)[:40]!r}); samebits compares the tensors a model computes")
+    return output
 
 
 # Variables torch writes into os.environ behind the caller's back (importing torch._dynamo,

@@ -68,17 +68,28 @@ def bench(
 ) -> BenchReport:
     """Measure every configuration at every batch size, interleaved so noise hits all alike."""
     from samebits.errors import UserError
-    from samebits.probe.backends import BackendUnavailable
+    from samebits.probe.backends import BACKENDS, BackendUnavailable
+    from samebits.probe.guard import ForwardError, check_forward
     from samebits.runtime.predictor import Predictor
 
     start = time.monotonic()
     say = progress or (lambda message: None)
     loaded = as_loaded(model_or_spec)
     example = inputs_for(loaded, inputs)
+    unknown = [b for b in backends if b not in BACKENDS]
+    if unknown or not backends:
+        raise UserError(f"unknown backend {', '.join(unknown) or '(none given)'}; choose from {', '.join(BACKENDS)}")
+    if rounds < 1 or budget <= 0 or not batch_sizes or min(batch_sizes) < 1:
+        raise UserError("rounds must be >= 1, budget > 0 and batch sizes positive")
     if batch_size_of(example) is None:
         raise UserError("bench needs example inputs with a batch dimension (dim 0)")
     model = loaded.model.eval() if isinstance(loaded.model, torch.nn.Module) else loaded.model
+    check_forward(model, example, need_tensor=True)
     sample = take_sample(example, 0)
+    try:
+        check_forward(model, sample)
+    except ForwardError as exc:
+        raise UserError(f"{exc} on one sample (row 0 of the example as a batch of 1); bench needs inputs whose dim 0 is the batch") from None
     gen = torch.Generator().manual_seed(0)
     pool = [sample] + [random_neighbour(sample, gen) for _ in range(max(batch_sizes) - 1)]
     with torch.inference_mode():

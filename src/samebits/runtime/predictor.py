@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import threading
 import warnings
 import weakref
@@ -257,6 +256,8 @@ class Predictor:
             if self.invariance.scheme != "off":
                 raise UserError("these inputs have no batch dimension; the Predictor batches along dim 0")
             return tree.move(self._run_at(batch, None), "cpu")
+        if n == 0:
+            raise UserError("predict got a batch of 0 rows; pass at least one sample (map() over no samples yields nothing)")
         plan = self.invariance.plan(n) if self.invariance.scheme != "off" else [(min(n - i, self.max_batch_size),) * 2 for i in range(0, n, self.max_batch_size)]
         outputs, start = [], 0
         with self._lock:
