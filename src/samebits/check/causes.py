@@ -42,9 +42,23 @@ def diagnose(results: dict[str, AxisResult], model: Any, rerun: Callable[[str, s
             )
 
     seed = results.get("seed")
+    repeat = results.get("repeat")
+    rngs = seed.details.get("rngs_consumed", []) if seed is not None else []
+    hidden = sorted((bad & {"repeat", "seed"}) - explained) if seed is not None and not rngs else []
+    if hidden:  # outputs change between calls, yet no RNG was drawn: state kept across calls
+        shapes = next((a.difference.message for a in (repeat, seed) if a is not None and a.difference and "shape" in a.difference.message.lower()), "")
+        causes.append(
+            Cause(
+                "state-between-calls",
+                ", ".join(hidden),
+                "the output changes from call to call although the forward draws no random numbers: the model keeps state between calls (a counter, a cache, an attribute it updates)",
+                "no torch, NumPy or Python RNG state changed during the forward" + (f"; {shapes.splitlines()[0]}" if shapes else ""),
+                "make the forward a function of its inputs and parameters only (reset or remove the state it updates)",
+            )
+        )
+        explained.update(hidden)
     if seed is not None and "seed" in bad and "seed" not in explained:
         modules = seed.details.get("modules", [])
-        rngs = seed.details.get("rngs_consumed", [])
         where = ", ".join(f"{m['module']} ({m['type']}: {', '.join(m['rngs'])})" for m in modules) or "code hooks cannot see"
         axes = ["seed"] + (["repeat"] if rngs and "repeat" in bad and "repeat" not in explained else [])
         causes.append(
@@ -123,7 +137,6 @@ def diagnose(results: dict[str, AxisResult], model: Any, rerun: Callable[[str, s
             )
         )
 
-    repeat = results.get("repeat")
     if repeat is not None and "repeat" in bad and "repeat" not in explained:
         again = rerun("repeat", "deterministic")
         verified = again.verdict == "identical"

@@ -3,7 +3,11 @@ user errors into a one-line message and exit code 2."""
 
 from __future__ import annotations
 
+import logging
+import signal
 import sys
+import warnings
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -33,6 +37,7 @@ def _version(value: bool) -> None:
 def _root(
     version: Optional[bool] = typer.Option(None, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
     debug: bool = typer.Option(False, "--debug", help="Show full tracebacks for errors."),
+    verbose: bool = typer.Option(False, "--verbose", help="Show the warnings and logs of torch and other libraries (kept off the terminal otherwise)."),
 ) -> None:
     """Exit codes: 0 all good, 1 the check found what it looks for, 2 usage or input error (or a
     timeout, or nothing could run), 3 an internal error (a bug: please report it)."""
@@ -50,25 +55,53 @@ demo.register(app)
 cache.register(app)
 
 
+def _terminate(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)  # unwinds: children are killed and temp folders removed on the way
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point, and the one error boundary: a :class:`UserError` is one line on stderr and
-    exit 2; an interrupt exits 130; anything else is a bug: one line, exit 3 (never 1, which
-    means "found what it looks for"), the traceback under ``--debug``."""
+    exit 2; an interrupt exits 130 (SIGTERM 143); anything else is a bug: one line, exit 3
+    (never 1, which means "found what it looks for"), the traceback under ``--debug``. Warnings
+    and logs of third-party libraries are kept off the terminal unless ``--verbose``."""
     args = list(sys.argv[1:] if argv is None else argv)
     own = args[: args.index("--")] if "--" in args else args
-    debug = "--debug" in own
+    debug, verbose = "--debug" in own, "--verbose" in own
+    signal.signal(signal.SIGTERM, _terminate)
+    with warnings.catch_warnings(record=not verbose) as caught:
+        if not verbose:
+            warnings.simplefilter("always")
+            for name in ("torch", "onnxruntime", "onnxscript", "transformers"):
+                logging.getLogger(name).setLevel(logging.ERROR)
+        code = _run(args, debug)
+    if caught and code in (0, 1):
+        sources = sorted({_package_of(w.filename) for w in caught})
+        typer.echo(f"samebits: {len(caught)} warning(s) from {', '.join(sources[:3])} hidden; rerun with --verbose to see them", err=True)
+    sys.exit(code)
+
+
+def _package_of(filename: str) -> str:
+    """``torch`` for ``.../site-packages/torch/jit/_trace.py``; the file name otherwise."""
+    parts = Path(filename).parts
+    return parts[parts.index("site-packages") + 1] if "site-packages" in parts[:-1] else Path(filename).name
+
+
+def _run(args: list[str], debug: bool) -> int:
     try:
-        app(args=args, prog_name="samebits")  # exits through SystemExit; usage errors exit 2
+        app(args=args, prog_name="samebits", standalone_mode=True)  # exits through SystemExit; usage errors exit 2
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except UserError as exc:
         if debug:
             raise
         typer.echo(f"samebits: error: {exc}", err=True)
-        sys.exit(2)
+        return 2
     except KeyboardInterrupt:
         typer.echo("samebits: interrupted", err=True)
-        sys.exit(130)
+        return 130
     except Exception as exc:
         if debug:
             raise
         typer.echo(f"samebits: internal error: {first_line(exc, with_type=True)}; please report it (rerun with --debug for the traceback)", err=True)
-        sys.exit(3)
+        return 3
+    return 0
