@@ -82,8 +82,11 @@ def quiet() -> Iterator[Captured]:
             for lg, level in zip(loggers, levels):
                 lg.setLevel(level)
             sink.seek(0)
-            noted = "".join(f"{w.category.__name__}: {w.message}\n" for w in caught)
+            own = [w for w in caught if str(w.message).startswith("samebits:")]  # samebits' own notes pass through
+            noted = "".join(f"{w.category.__name__}: {w.message}\n" for w in caught if w not in own)
             captured.text = out.getvalue() + err.getvalue() + noted + sink.read().decode(errors="replace")
+        for w in own:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 def build(name: str, model: Any, example: ModelInputs, folder: Path, key: str, *, threads: int | None = None, spinning: bool = True, dynamic_batch: bool = False) -> Built:

@@ -160,6 +160,8 @@ class Predictor:
                     raise
                 self._dynamic = False  # the model does not export with a dynamic batch: one file per size
                 return self._runner(size)
+            except UserError:
+                raise
             except Exception as exc:
                 raise BackendUnavailable(f"the {self.backend} backend could not be built for this model: {first_line(exc, with_type=True)}") from exc
             self._runners[slot] = built.runner

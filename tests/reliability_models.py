@@ -1,0 +1,80 @@
+"""Models that misbehave, for tests/test_reliability.py."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+from torch import nn
+
+
+class Hang(nn.Module):
+    def forward(self, x):
+        while True:
+            time.sleep(0.05)
+
+
+class NoneOut(nn.Module):
+    def forward(self, x):
+        return None
+
+
+class StrOut(nn.Module):
+    def forward(self, x):
+        return "a string"
+
+
+class ObjectOut(nn.Module):
+    def forward(self, x):
+        return {"x": x, "handle": object()}
+
+
+class Raises(nn.Module):
+    def forward(self, x):
+        raise RuntimeError("boom in forward")
+
+
+class SlowLinear(nn.Linear):
+    """A Linear whose forward sleeps: the process axis is still running when a signal comes."""
+
+    def forward(self, x):
+        time.sleep(3)
+        return super().forward(x)
+
+
+def hang():
+    return Hang(), torch.ones(2, 3)
+
+
+def none():
+    return NoneOut(), torch.ones(2, 3)
+
+
+def string():
+    return StrOut(), torch.ones(2, 3)
+
+
+def object_leaf():
+    return ObjectOut(), torch.ones(2, 3)
+
+
+def raises():
+    return Raises(), torch.ones(2, 3)
+
+
+def unbatched():
+    return nn.Linear(3, 1), torch.ones(3)
+
+
+def factory_raises():
+    raise ValueError("the factory itself fails")
+
+
+def slow():
+    torch.manual_seed(0)
+    return SlowLinear(3, 2), torch.ones(2, 3)
+
+
+def linear():
+    torch.manual_seed(0)
+    return nn.Linear(3, 2).eval(), torch.ones(2, 3)
