@@ -55,7 +55,9 @@ def main() -> None:
         wall = time.perf_counter() - t
         name = "resnet18 @224 (b=2)" if spec == RESNET else spec
         slowest = max(report.axes, key=lambda a: a.seconds)
-        print(f"{name:<30}{wall:>7.1f}s  <= {target} s   verdicts: {' '.join(f'{a.axis}={a.verdict}' for a in report.axes)}; slowest axis {slowest.axis} {slowest.seconds:.1f}s")
+        print(
+            f"{name:<30}{wall:>7.1f}s  <= {target} s   verdicts: {' '.join(f'{a.axis}={a.verdict}' for a in report.axes)}; slowest axis {slowest.axis} {slowest.seconds:.1f}s"
+        )
 
 
 if __name__ == "__main__":

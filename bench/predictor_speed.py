@@ -25,8 +25,12 @@ def main() -> None:
     eager_inv = samebits.Predictor("demo:mlp", cache_dir=cache, deterministic=False)
     eager_off = samebits.Predictor("demo:mlp", cache_dir=cache, deterministic=False, invariant=False)
     ort = samebits.Predictor("demo:mlp", cache_dir=cache, deterministic=False, backend="onnxruntime", tile=32)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; eager invariance {eager_inv.invariance.scheme} {eager_inv.invariance.sizes}; onnxruntime tile {ort.invariance.sizes}\n")
-    print(f"{'batch':>6} {'plain eager':>14} {'invariant':>11} {'ratio':>7} {'inv. off':>10} {'overhead':>9} {'onnxruntime':>12} {'ratio':>7}")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads; eager invariance {eager_inv.invariance.scheme} {eager_inv.invariance.sizes}; onnxruntime tile {ort.invariance.sizes}\n"
+    )
+    print(
+        f"{'batch':>6} {'plain eager':>14} {'invariant':>11} {'ratio':>7} {'inv. off':>10} {'overhead':>9} {'onnxruntime':>12} {'ratio':>7}"
+    )
     for n in (32, 64, 256):
         x = torch.randn(n, 256)
 
@@ -34,7 +38,16 @@ def main() -> None:
             with torch.inference_mode():
                 model(x)
 
-        t = median_seconds({"plain": plain, "inv": lambda: eager_inv.predict(x), "off": lambda: eager_off.predict(x), "ort": lambda: ort.predict(x)}, rounds=30, budget=10)
+        t = median_seconds(
+            {
+                "plain": plain,
+                "inv": lambda: eager_inv.predict(x),
+                "off": lambda: eager_off.predict(x),
+                "ort": lambda: ort.predict(x),
+            },
+            rounds=30,
+            budget=10,
+        )
         rate = {k: n / v for k, v in t.items()}
         print(
             f"{n:>6} {rate['plain']:>10,.0f}/s {rate['inv']:>9,.0f}/s {rate['inv'] / rate['plain']:>7.2f} {rate['off']:>8,.0f}/s "

@@ -18,6 +18,8 @@ with samebits.deterministic(0) as record, torch.inference_mode():
     print(f"row 0 in batch : {samebits.digest(in_batch)[:16]}")
     print(samebits.compare(alone, in_batch))
     ineffective = [c.name for c in record.ineffective()]
-    print(f"\n{len(record.changes)} switches recorded; without effect on this machine: {', '.join(ineffective) or 'none'}")
+    print(
+        f"\n{len(record.changes)} switches recorded; without effect on this machine: {', '.join(ineffective) or 'none'}"
+    )
 
 print("\nAll switches were restored:", not torch.are_deterministic_algorithms_enabled())

@@ -22,7 +22,9 @@ def scrubbed_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None, cwd: str | Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, cwd: str | Path | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     """``python -m samebits ARGS`` in a fresh interpreter with a scrubbed environment."""
     return subprocess.run(
         [sys.executable, "-m", "samebits", *args],
@@ -35,7 +37,13 @@ def run_cli(*args: str, env: dict[str, str] | None = None, cwd: str | Path | Non
 
 
 def run_python(code: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env if env is not None else scrubbed_env(), timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env if env is not None else scrubbed_env(),
+        timeout=timeout,
+    )
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -16,7 +16,16 @@ def _gpt2(use_cache: bool) -> nn.Module:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(0)
-    config = GPT2Config(n_layer=2, n_embd=64, n_head=2, vocab_size=512, n_positions=64, use_cache=use_cache, bos_token_id=0, eos_token_id=0)
+    config = GPT2Config(
+        n_layer=2,
+        n_embd=64,
+        n_head=2,
+        vocab_size=512,
+        n_positions=64,
+        use_cache=use_cache,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
     return GPT2LMHeadModel(config).eval()
 
 
@@ -40,7 +49,16 @@ def bert():
     from transformers import BertConfig, BertModel
 
     torch.manual_seed(0)
-    model = BertModel(BertConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128, vocab_size=512, max_position_embeddings=64)).eval()
+    model = BertModel(
+        BertConfig(
+            hidden_size=64,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            intermediate_size=128,
+            vocab_size=512,
+            max_position_embeddings=64,
+        )
+    ).eval()
     ids = _ids((4, 12), 512)
     mask = torch.ones_like(ids)
     mask[1, 8:] = 0
@@ -53,9 +71,23 @@ def t5():
     from transformers import T5Config, T5ForConditionalGeneration
 
     torch.manual_seed(0)
-    config = T5Config(vocab_size=256, d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=2, num_heads=2, decoder_start_token_id=0, pad_token_id=0)
+    config = T5Config(
+        vocab_size=256,
+        d_model=32,
+        d_kv=8,
+        d_ff=64,
+        num_layers=2,
+        num_decoder_layers=2,
+        num_heads=2,
+        decoder_start_token_id=0,
+        pad_token_id=0,
+    )
     ids = _ids((3, 10), 256)
-    return T5ForConditionalGeneration(config).eval(), {"input_ids": ids, "attention_mask": torch.ones_like(ids), "decoder_input_ids": _ids((3, 4), 256, seed=2)}
+    return T5ForConditionalGeneration(config).eval(), {
+        "input_ids": ids,
+        "attention_mask": torch.ones_like(ids),
+        "decoder_input_ids": _ids((3, 4), 256, seed=2),
+    }
 
 
 def vit():
@@ -63,8 +95,12 @@ def vit():
     from transformers import ViTConfig, ViTModel
 
     torch.manual_seed(0)
-    config = ViTConfig(image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
-    return ViTModel(config).eval(), {"pixel_values": torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(1))}
+    config = ViTConfig(
+        image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64
+    )
+    return ViTModel(config).eval(), {
+        "pixel_values": torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(1))
+    }
 
 
 class TwoStageDetector(nn.Module):
@@ -77,7 +113,13 @@ class TwoStageDetector(nn.Module):
     def __init__(self, classes: int = 4, proposals: int = 12, threshold: float = 0.3) -> None:
         super().__init__()
         self.proposals, self.threshold = proposals, threshold
-        self.backbone = nn.Sequential(nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.Conv2d(8, 16, 3, stride=2, padding=1), nn.ReLU())
+        self.backbone = nn.Sequential(
+            nn.Conv2d(3, 8, 3, stride=2, padding=1),
+            nn.BatchNorm2d(8),
+            nn.ReLU(),
+            nn.Conv2d(8, 16, 3, stride=2, padding=1),
+            nn.ReLU(),
+        )
         self.objectness = nn.Conv2d(16, 1, 1)
         self.deltas = nn.Conv2d(16, 4, 1)
         self.head = nn.Sequential(nn.Linear(16 * 2 * 2, 32), nn.ReLU(), nn.Dropout(0.1))
@@ -110,9 +152,14 @@ class TwoStageDetector(nn.Module):
         logits, refine = self.classify(hidden), self.refine(hidden)
         boxes = boxes + refine.tanh() * stride
         if self.training:
-            labels = torch.stack([t["labels"][: boxes.shape[1]].long().repeat(boxes.shape[1])[: boxes.shape[1]] for t in targets])
+            labels = torch.stack(
+                [t["labels"][: boxes.shape[1]].long().repeat(boxes.shape[1])[: boxes.shape[1]] for t in targets]
+            )
             gt = torch.stack([t["boxes"].mean(0).expand(boxes.shape[1], 4) for t in targets])
-            return {"loss_classifier": nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten()), "loss_box_reg": nn.functional.smooth_l1_loss(boxes, gt)}
+            return {
+                "loss_classifier": nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten()),
+                "loss_box_reg": nn.functional.smooth_l1_loss(boxes, gt),
+            }
         scores, labels = logits.softmax(-1).max(-1)
         out = []
         for i in range(n):
@@ -148,5 +195,8 @@ def detector_train_mode():
 
 def detector_with_targets():
     """The detector in training mode given images and per-image targets (both lists)."""
-    targets = [{"boxes": torch.tensor([[2.0, 2.0, 20.0, 20.0], [4.0, 6.0, 12.0, 30.0]]), "labels": torch.tensor([1, 3])}, {"boxes": torch.tensor([[0.0, 0.0, 16.0, 16.0]]), "labels": torch.tensor([2])}]
+    targets = [
+        {"boxes": torch.tensor([[2.0, 2.0, 20.0, 20.0], [4.0, 6.0, 12.0, 30.0]]), "labels": torch.tensor([1, 3])},
+        {"boxes": torch.tensor([[0.0, 0.0, 16.0, 16.0]]), "labels": torch.tensor([2])},
+    ]
     return _detector(), ([*_images()], targets)

@@ -47,7 +47,9 @@ def test_dropout_left_on():
     assert report.exit_code == 1
 
 
-@pytest.mark.parametrize(("factory", "rng"), [("torch_noise", "torch"), ("numpy_noise", "numpy"), ("python_noise", "random")])
+@pytest.mark.parametrize(
+    ("factory", "rng"), [("torch_noise", "torch"), ("numpy_noise", "numpy"), ("python_noise", "random")]
+)
 def test_randomness_in_forward_names_the_rng_and_module(factory, rng):
     report = check(spec(factory), axes=("repeat", "seed"))
     seed = report.axis("seed")
@@ -75,7 +77,10 @@ def test_batchnorm_in_training_mode_mutates_state():
     report = check(spec("bn_train"), axes=("repeat", "state"))
     state = report.axis("state")
     assert state.verdict == "diverged"
-    assert "bn.running_mean" in state.details["changed"] and {"module": "bn", "type": "BatchNorm2d"} in state.details["modules"]
+    assert (
+        "bn.running_mean" in state.details["changed"]
+        and {"module": "bn", "type": "BatchNorm2d"} in state.details["modules"]
+    )
     cause = causes(report)["training-mode"]
     assert "state" in cause.axis and "bn (BatchNorm2d)" in cause.summary
 
@@ -118,7 +123,9 @@ def test_in_memory_model_of_a_local_class_skips_the_child_axes_with_a_hint():
     for axis in report.axes:
         assert axis.verdict == "skipped"
         assert "defined inside a function" in axis.reason and "pass a MODEL spec" in axis.reason
-    assert report.exit_code == 2 and report.headline().startswith("Nothing was checked: every axis was skipped")  # nothing ran
+    assert report.exit_code == 2 and report.headline().startswith(
+        "Nothing was checked: every axis was skipped"
+    )  # nothing ran
 
 
 def test_in_memory_model_is_shipped_to_children():
@@ -185,7 +192,9 @@ def test_format_groups():
 
 def test_cli_check_json_matches_schema_and_exit_code(tmp_path):
     out = tmp_path / "r.json"
-    result = run_cli("check", spec("batch_variant"), "--axes", "repeat,batch", "--batch-sizes", "1,2", "--json", str(out))
+    result = run_cli(
+        "check", spec("batch_variant"), "--axes", "repeat,batch", "--batch-sizes", "1,2", "--json", str(out)
+    )
     assert result.returncode == 1, result.stderr
     assert result.stdout.splitlines()[0].startswith("Outputs change across batch")
     data = json.loads(out.read_text())

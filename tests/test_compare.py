@@ -71,7 +71,9 @@ def test_nan_at_same_place_is_equal_but_nan_against_number_is_not():
 
 def test_shape_and_dtype_mismatch():
     assert compare(torch.zeros(2, 3), torch.zeros(3, 2)).items[0].reason == "Shapes do not match: (2, 3) != (3, 2)"
-    assert compare(torch.zeros(2), torch.zeros(2, dtype=torch.float64)).items[0].reason.startswith("Dtypes do not match")
+    assert (
+        compare(torch.zeros(2), torch.zeros(2, dtype=torch.float64)).items[0].reason.startswith("Dtypes do not match")
+    )
 
 
 def test_missing_paths_diverge():
@@ -108,6 +110,9 @@ def test_complex_compares_real_and_imaginary_parts():
 
 def test_brief_says_what_differs_when_no_value_does():
     signed = compare(torch.tensor([0.0, 1.0]), torch.tensor([-0.0, 1.0])).first_difference()
-    assert signed.max_abs == 0 and signed.brief() == "1 element(s) at <output> differ in bits but not in value (NaN payloads or signed zeros)"
+    assert (
+        signed.max_abs == 0
+        and signed.brief() == "1 element(s) at <output> differ in bits but not in value (NaN payloads or signed zeros)"
+    )
     moved = compare({"a": torch.ones(2)}, {"a": torch.ones(2) + 1}).first_difference()
     assert moved.brief() == "max abs 1 at .a"

@@ -72,7 +72,10 @@ def test_batch_variance_and_batching_probes():
 def test_clean_model_has_no_warning_or_error():
     model, x = nn.LayerNorm(8).requires_grad_(False), torch.randn(4, 8)
     report = doctor(model, x, **QUICK)
-    assert [f.code for f in report.findings if f.severity != "info"] in ([], ["SB251"])  # batching speed is measured, not known
+    assert [f.code for f in report.findings if f.severity != "info"] in (
+        [],
+        ["SB251"],
+    )  # batching speed is measured, not known
 
 
 def test_oversubscribed_threads_are_a_warning():
@@ -94,8 +97,13 @@ def test_probes_that_cannot_run_are_skipped_with_a_reason():
 
     report = doctor(Local(), torch.tensor(3.0), **QUICK)
     status = probes(report)
-    assert status["memory growth"].status == "skipped" and "defined inside a function" in status["memory growth"].summary
-    assert status["batching throughput"].status == "skipped" and "no batch dimension" in status["batching throughput"].summary
+    assert (
+        status["memory growth"].status == "skipped" and "defined inside a function" in status["memory growth"].summary
+    )
+    assert (
+        status["batching throughput"].status == "skipped"
+        and "no batch dimension" in status["batching throughput"].summary
+    )
     assert status["backends"].status == "skipped"
     assert all(p.status != "ran" or p.summary for p in report.probes)
 
@@ -121,4 +129,12 @@ def test_cli_doctor_json(tmp_path):
     data = json.loads(out.read_text())
     schema = json.loads(resources.files("samebits").joinpath("schemas/doctor.schema.json").read_text())
     jsonschema.validate(data, schema)
-    assert {p["probe"] for p in data["probes"]} == {"training mode", "grad on outputs", "memory growth", "batching throughput", "batch variance", "threads", "backends"}
+    assert {p["probe"] for p in data["probes"]} == {
+        "training mode",
+        "grad on outputs",
+        "memory growth",
+        "batching throughput",
+        "batch variance",
+        "threads",
+        "backends",
+    }

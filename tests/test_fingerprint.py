@@ -49,7 +49,11 @@ def test_bit_relevant_env_vars_are_kept(monkeypatch):
 
 def test_diff_names_fields_with_their_effect(fp):
     data = fp.to_dict()
-    data["cpu"] = {**data["cpu"], "capability": "SVE256", "isa": sorted(set(data["cpu"]["isa"]) | {"sve2"})}  # not this machine's
+    data["cpu"] = {
+        **data["cpu"],
+        "capability": "SVE256",
+        "isa": sorted(set(data["cpu"]["isa"]) | {"sve2"}),
+    }  # not this machine's
     data["samebits"] = "9.9"
     other = Fingerprint.from_dict(data)
     changes = {c.field: c for c in fp.diff(other)}

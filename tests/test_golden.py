@@ -83,7 +83,10 @@ def test_fingerprint_difference_switches_to_dtype_tolerances_and_names_the_cause
     report = verify(golden, spec("make"))
     assert report.policy == "dtype-defaults" and "cpu.capability" in report.policy_reason
     assert report.verdict == "close" and report.ok
-    assert any(line.startswith("cpu.capability SVE256 -> ") and "pick other vectorised kernels" in line for line in report.likely_causes())
+    assert any(
+        line.startswith("cpu.capability SVE256 -> ") and "pick other vectorised kernels" in line
+        for line in report.likely_causes()
+    )
     assert verify(golden, spec("make"), exact=True).verdict == "diverged"
 
 
@@ -112,7 +115,9 @@ def test_stored_spec_is_relative_to_the_golden(tmp_path, monkeypatch):
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
-    with pytest.raises(UserError, match=r"names the MODEL '../models/net.py:make', which is code; .*pass the MODEL on the command line"):
+    with pytest.raises(
+        UserError, match=r"names the MODEL '../models/net.py:make', which is code; .*pass the MODEL on the command line"
+    ):
         verify(path)  # a stored file.py:factory spec is code: never run from what a file says
     assert verify(path, str(models / "net.py") + ":make").verdict == "identical"
 
@@ -137,7 +142,11 @@ def test_unreadable_files_are_one_line_errors(tmp_path, golden, make_file, messa
     with pytest.raises(GoldenError, match=re.escape(message)):
         verify(bad)
     result = run_cli("verify", str(bad))
-    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1 and message.split(" (")[0] in result.stderr
+    assert (
+        result.returncode == 2
+        and len(result.stderr.strip().splitlines()) == 1
+        and message.split(" (")[0] in result.stderr
+    )
 
 
 def test_a_file_that_claims_a_pickle_or_an_unknown_schema_is_refused(golden):
@@ -173,7 +182,9 @@ def test_cli_record_and_verify(tmp_path):
     schema = json.loads(resources.files("samebits").joinpath("schemas/verify.schema.json").read_text())
     jsonschema.validate(data, schema)
     changed = run_cli("verify", str(path), spec("changed_fc2"))
-    assert changed.returncode == 1 and "first module whose output changed since recording: fc2 (Linear)" in changed.stdout
+    assert (
+        changed.returncode == 1 and "first module whose output changed since recording: fc2 (Linear)" in changed.stdout
+    )
     assert run_cli("verify", str(path), spec("make"), "--exact", "--atol", "1", "--rtol", "1").returncode == 2
 
 

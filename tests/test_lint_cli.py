@@ -35,7 +35,10 @@ def test_text_output_and_exit_1(project):
     result = run_cli("lint", str(project / "app.py"))
     assert result.returncode == 1
     lines = result.stdout.strip().splitlines()
-    assert lines[0] == f"{project / 'app.py'}:2:1: SB101 hashseed-in-process PYTHONHASHSEED set inside a running interpreter does nothing for it"
+    assert (
+        lines[0]
+        == f"{project / 'app.py'}:2:1: SB101 hashseed-in-process PYTHONHASHSEED set inside a running interpreter does nothing for it"
+    )
     assert lines[-1] == "2 findings in 1 file"
 
 
@@ -54,7 +57,9 @@ def test_select_and_ignore(project):
 
 
 def test_pyproject_config_with_per_file_ignores(project):
-    (project / "pyproject.toml").write_text('[tool.samebits.lint]\nignore = ["SB202"]\n[tool.samebits.lint.per-file-ignores]\n"tests/*" = ["SB101"]\n')
+    (project / "pyproject.toml").write_text(
+        '[tool.samebits.lint]\nignore = ["SB202"]\n[tool.samebits.lint.per-file-ignores]\n"tests/*" = ["SB101"]\n'
+    )
     result = run_cli("lint", ".", cwd=project)
     assert result.returncode == 1
     assert "app.py:2:1: SB101" in result.stdout
@@ -77,7 +82,10 @@ def test_json_and_sarif(project):
     assert run["tool"]["driver"]["name"] == "samebits"
     assert [r["id"] for r in run["tool"]["driver"]["rules"]] == ["SB101", "SB202"]
     first = run["results"][0]
-    assert first["ruleId"] == "SB101" and first["locations"][0]["physicalLocation"]["region"] == {"startLine": 2, "startColumn": 1}
+    assert first["ruleId"] == "SB101" and first["locations"][0]["physicalLocation"]["region"] == {
+        "startLine": 2,
+        "startColumn": 1,
+    }
 
 
 def test_unparsable_files_are_reported_per_file(tmp_path):

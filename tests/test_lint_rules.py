@@ -24,22 +24,34 @@ POSITIVE = {
         "import torch\ntorch.backends.mkldnn.enable = False\n",
     ],
     "SB103": ["import torch\ntorch.use_deterministic_algorithms(True)\ntorch.backends.cudnn.benchmark = True\n"],
-    "SB104": ["import torch\nfrom torch.utils.data import DataLoader\ntorch.manual_seed(0)\nloader = DataLoader(ds, num_workers=4, generator=g)\n"],
+    "SB104": [
+        "import torch\nfrom torch.utils.data import DataLoader\ntorch.manual_seed(0)\nloader = DataLoader(ds, num_workers=4, generator=g)\n"
+    ],
     "SB105": ["import os\nimport torch\nmodel = model.cuda()\nos.environ['CUBLAS_WORKSPACE_CONFIG'] = ':4096:8'\n"],
     "SB106": [
         "import torch\nfrom torch import nn\nmodel = nn.Linear(2, 2)\ntorch.manual_seed(0)\n",
         "import torch\ndef main():\n    noise = torch.randn(3)\n    torch.manual_seed(0)\n",
         "import numpy as np\nimport random\nw = np.random.rand(3)\nrandom.seed(0)\n",
     ],
-    "SB107": ["import torch\nmodel = Net()\nmodel.load_state_dict(torch.load('w.pt', weights_only=True))\nwith torch.inference_mode():\n    y = model(x)\nclass Net(torch.nn.Module):\n    pass\n"],
+    "SB107": [
+        "import torch\nmodel = Net()\nmodel.load_state_dict(torch.load('w.pt', weights_only=True))\nwith torch.inference_mode():\n    y = model(x)\nclass Net(torch.nn.Module):\n    pass\n"
+    ],
     "SB108": ["import torch\ntorch.use_deterministic_algorithms(True, warn_only=True)\n"],
-    "SB109": ["import torch\ntorch.use_deterministic_algorithms(True)\ntorch.backends.cuda.matmul.allow_tf32 = True\n", "import torch\ntorch.backends.cudnn.deterministic = True\ntorch.set_float32_matmul_precision('high')\n"],
+    "SB109": [
+        "import torch\ntorch.use_deterministic_algorithms(True)\ntorch.backends.cuda.matmul.allow_tf32 = True\n",
+        "import torch\ntorch.backends.cudnn.deterministic = True\ntorch.set_float32_matmul_precision('high')\n",
+    ],
     "SB201": [
         "import torch\nwith torch.no_grad():\n    for img in images:\n        out = model(img.unsqueeze(0))\n",
         "import torch\nwith torch.no_grad():\n    for i in range(n):\n        out = model(x[i:i+1])\n",
         "import torch\nwith torch.no_grad():\n    for img in images:\n        out = net(img[None])\n",
     ],
-    "SB202": ["import torch\nx = torch.randn(2)\nx.cuda()\n", "def f(batch):\n    batch.to('cuda')\n", "inputs.half()\n", "self_tensor = None\nimages.contiguous()\n"],
+    "SB202": [
+        "import torch\nx = torch.randn(2)\nx.cuda()\n",
+        "def f(batch):\n    batch.to('cuda')\n",
+        "inputs.half()\n",
+        "self_tensor = None\nimages.contiguous()\n",
+    ],
     "SB301": ["import torch\nmodel.eval()\nfor batch in loader:\n    preds = model(batch)\n"],
     "SB302": [
         "outs = []\nfor batch in loader:\n    outs.append(model(batch))\n",
@@ -52,9 +64,16 @@ POSITIVE = {
 }
 
 NEGATIVE = {
-    "SB101": ["import os, subprocess\nenv = dict(os.environ)\nenv['PYTHONHASHSEED'] = '0'\nsubprocess.run(cmd, env=env)\n"],
-    "SB102": ["import torch\ntorch.backends.cudnn.deterministic = True\ntorch.backends.cudnn.benchmark = False\ntorch.backends.cuda.matmul.allow_tf32 = False\n"],
-    "SB103": ["import torch\ntorch.backends.cudnn.benchmark = True\n", "import torch\ntorch.use_deterministic_algorithms(True)\ntorch.backends.cudnn.benchmark = False\n"],
+    "SB101": [
+        "import os, subprocess\nenv = dict(os.environ)\nenv['PYTHONHASHSEED'] = '0'\nsubprocess.run(cmd, env=env)\n"
+    ],
+    "SB102": [
+        "import torch\ntorch.backends.cudnn.deterministic = True\ntorch.backends.cudnn.benchmark = False\ntorch.backends.cuda.matmul.allow_tf32 = False\n"
+    ],
+    "SB103": [
+        "import torch\ntorch.backends.cudnn.benchmark = True\n",
+        "import torch\ntorch.use_deterministic_algorithms(True)\ntorch.backends.cudnn.benchmark = False\n",
+    ],
     "SB104": [
         "import torch\nimport samebits\nfrom torch.utils.data import DataLoader\ntorch.manual_seed(0)\nloader = DataLoader(ds, num_workers=4, **samebits.dataloader_kwargs(0))\n",
         "import torch\nfrom torch.utils.data import DataLoader\ntorch.manual_seed(0)\nloader = DataLoader(ds, num_workers=0)\n",
@@ -72,8 +91,17 @@ NEGATIVE = {
     ],
     "SB108": ["import torch\ntorch.use_deterministic_algorithms(True)\n"],
     "SB109": ["import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n"],
-    "SB201": ["import torch\nwith torch.no_grad():\n    out = model(torch.stack(images))\n", "import torch\nwith torch.no_grad():\n    for batch in loader:\n        out = model(batch)\n"],
-    "SB202": ["import torch\nx = torch.randn(2)\nx = x.to('cuda')\n", "model.to(device)\n", "net.cuda()\n", "self.backbone.half()\n", "m = make()\nm.to(device)\n"],
+    "SB201": [
+        "import torch\nwith torch.no_grad():\n    out = model(torch.stack(images))\n",
+        "import torch\nwith torch.no_grad():\n    for batch in loader:\n        out = model(batch)\n",
+    ],
+    "SB202": [
+        "import torch\nx = torch.randn(2)\nx = x.to('cuda')\n",
+        "model.to(device)\n",
+        "net.cuda()\n",
+        "self.backbone.half()\n",
+        "m = make()\nm.to(device)\n",
+    ],
     "SB301": [
         "import torch\nmodel.eval()\nwith torch.inference_mode():\n    for batch in loader:\n        preds = model(batch)\n",
         "import torch\nmodel.eval()\n@torch.no_grad()\ndef predict(batch):\n    return model(batch)\n",
@@ -130,7 +158,10 @@ def test_idiomatic_inference_script_is_clean():
 
 def test_unknown_backend_flag_suggests_the_real_name():
     (f,) = lint_source("import torch\ntorch.backends.cudnn.determinstic = True\n")
-    assert f.message == "torch.backends.cudnn has no flag 'determinstic': the assignment sets nothing; did you mean 'deterministic'?"
+    assert (
+        f.message
+        == "torch.backends.cudnn has no flag 'determinstic': the assignment sets nothing; did you mean 'deterministic'?"
+    )
 
 
 def test_bare_torch_load_is_unsafe_only_where_old_torch_is_supported():
@@ -148,4 +179,7 @@ def test_noqa_silences_one_line_by_code_or_name_or_all():
 
 def test_findings_carry_position_and_format():
     (f,) = lint_source("import os\n\nos.environ['PYTHONHASHSEED'] = '0'\n", "app.py")
-    assert f.text() == "app.py:3:1: SB101 hashseed-in-process PYTHONHASHSEED set inside a running interpreter does nothing for it"
+    assert (
+        f.text()
+        == "app.py:3:1: SB101 hashseed-in-process PYTHONHASHSEED set inside a running interpreter does nothing for it"
+    )

@@ -31,7 +31,9 @@ def test_a_sample_gets_the_same_bits_in_every_batch(cache, backend):
         x = rows(40)
         alone = [p.predict_one(r) for r in x[:7]]
         for size, position in [(1, 0), (3, 2), (7, 0), (13, 6), (40, 5)]:
-            batch = torch.cat([rows(size, seed=size)[:position], x[position : position + 1], rows(size, seed=99)[position + 1 :]])
+            batch = torch.cat(
+                [rows(size, seed=size)[:position], x[position : position + 1], rows(size, seed=99)[position + 1 :]]
+            )
             assert torch.equal(p.predict(batch)[position], alone[position]), (size, position)
         assert p.invariance.scheme in ("tile", "class") and p.invariance.sizes
 
@@ -94,7 +96,9 @@ def test_onnxruntime_backend_is_validated_and_reused_by_a_second_process(cache):
         "diff = Fingerprint.from_dict(json.loads(sys.stdin.read())).diff(Fingerprint.from_dict(p.fingerprint))\n"
         "print([(c.field, c.old, c.new) for c in diff], file=sys.stderr)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], input=parent, capture_output=True, text=True, env=scrubbed_env(), timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", code], input=parent, capture_output=True, text=True, env=scrubbed_env(), timeout=300
+    )
     assert out.stdout.split() == ["False", "True"], out.stderr
 
 
@@ -177,7 +181,20 @@ def test_bench_table_side_by_side(tmp_path, monkeypatch):
 
     monkeypatch.setenv("SAMEBITS_CACHE_DIR", str(tmp_path / "cache"))
     out = tmp_path / "b.json"
-    result = run_cli("bench", "--batch-sizes", "1,4", "--backends", "eager", "--rounds", "3", "--budget", "0.5", "--json", str(out), timeout=300)
+    result = run_cli(
+        "bench",
+        "--batch-sizes",
+        "1,4",
+        "--backends",
+        "eager",
+        "--rounds",
+        "3",
+        "--budget",
+        "0.5",
+        "--json",
+        str(out),
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     data = json.loads(out.read_text())
     jsonschema.validate(data, json.loads(resources.files("samebits").joinpath("schemas/bench.schema.json").read_text()))

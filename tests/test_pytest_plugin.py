@@ -28,7 +28,9 @@ def test_missing_golden_fails_with_a_hint_then_update_writes_it(pytester):
     pytester.makepyfile(test_model=TEST_FILE.format(shift=0.0))
     missing = pytester.runpytest()
     missing.assert_outcomes(failed=2)
-    missing.stdout.fnmatch_lines(["*no samebits golden*__goldens__*test_linear_1.out.safetensors; run `pytest --samebits-update` to write it*"])
+    missing.stdout.fnmatch_lines(
+        ["*no samebits golden*__goldens__*test_linear_1.out.safetensors; run `pytest --samebits-update` to write it*"]
+    )
     pytester.runpytest("--samebits-update").assert_outcomes(passed=2)
     goldens = sorted(p.name for p in (pytester.path / "__goldens__").iterdir())
     assert goldens == ["test_linear_1.out.safetensors", "test_linear_3.out.safetensors"]
@@ -47,7 +49,9 @@ def test_changed_outputs_fail_and_update_rewrites_only_those(pytester):
     pytester.makepyfile(test_model=TEST_FILE.format(shift=0.01))
     failed = pytester.runpytest()
     failed.assert_outcomes(failed=2)
-    failed.stdout.fnmatch_lines(["*outputs differ from the golden*", "*Mismatched elements:*", "*The failure occurred for item <output>*"])
+    failed.stdout.fnmatch_lines(
+        ["*outputs differ from the golden*", "*Mismatched elements:*", "*The failure occurred for item <output>*"]
+    )
     pytester.runpytest("--samebits-update").assert_outcomes(passed=2)
     assert all(p.stat().st_mtime_ns != stamps[p.name] for p in folder.iterdir())
     pytester.runpytest().assert_outcomes(passed=2)
@@ -89,7 +93,9 @@ def test_concurrent_writers_never_leave_a_partial_file(pytester, tmp_path):
         "    print('exists')\n"
     )
     target = tmp_path / "same.safetensors"
-    procs = [subprocess.Popen([sys.executable, "-c", code, str(target)], stdout=subprocess.PIPE, text=True) for _ in range(3)]
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code, str(target)], stdout=subprocess.PIPE, text=True) for _ in range(3)
+    ]
     outcomes = sorted(p.communicate()[0].strip() for p in procs)
     assert outcomes.count("wrote") == 1 and outcomes.count("exists") == 2
     from samebits.golden import read_golden

@@ -22,7 +22,9 @@ def test_ci_runs_exactly_the_readme_test_command():
 
 def test_readme_python_example_runs(tmp_path):
     for code in _blocks("python"):
-        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=scrubbed_env(), timeout=120)
+        result = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=scrubbed_env(), timeout=120
+        )
         assert result.returncode == 0, result.stderr
         assert "samebits run" in result.stdout
 
@@ -33,7 +35,13 @@ def test_readme_first_command_runs_check_on_the_demo():
 
 
 def test_switches_example_runs():
-    result = subprocess.run([sys.executable, str(REPO / "examples" / "switches.py")], capture_output=True, text=True, env=scrubbed_env(), timeout=120)
+    result = subprocess.run(
+        [sys.executable, str(REPO / "examples" / "switches.py")],
+        capture_output=True,
+        text=True,
+        env=scrubbed_env(),
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     assert "All switches were restored: True" in result.stdout
 

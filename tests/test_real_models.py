@@ -54,7 +54,9 @@ def test_every_axis_but_batch_is_identical(reports, name):
     report = reports(name)
     found = verdicts(report)
     assert set(found) == {"repeat", "seed", "state", "process", "threads", "batch"}
-    assert {a: v for a, v in found.items() if a != "batch"} == dict.fromkeys(["repeat", "seed", "state", "process", "threads"], "identical")
+    assert {a: v for a, v in found.items() if a != "batch"} == dict.fromkeys(
+        ["repeat", "seed", "state", "process", "threads"], "identical"
+    )
 
 
 # The batch axis depends on the CPU's GEMM kernels: measured on this project's AVX512 machine.
@@ -72,7 +74,9 @@ BATCH_HERE = {
 @pytest.mark.parametrize("name", list(BATCH_HERE))
 def test_batch_verdict_and_origin_as_measured(reports, name):
     if torch.backends.cpu.get_cpu_capability() != "AVX512":
-        pytest.skip(f"batch verdicts were measured on an AVX512 CPU; this one is {torch.backends.cpu.get_cpu_capability()}")
+        pytest.skip(
+            f"batch verdicts were measured on an AVX512 CPU; this one is {torch.backends.cpu.get_cpu_capability()}"
+        )
     verdict, groups, origin = BATCH_HERE[name]
     batch = next(a for a in reports(name).axes if a.axis == "batch")
     assert batch.verdict == verdict, batch.summary
@@ -98,7 +102,10 @@ def test_runtime_predictor_makes_the_batch_axis_identical(name):
 def test_a_detector_left_in_training_mode_is_diagnosed_before_its_forward_fails():
     out = run_cli("check", spec("detector_train_mode"))
     assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
-    assert "targets should not be none when in training mode" in out.stderr and "call model.eval() before inference" in out.stderr
+    assert (
+        "targets should not be none when in training mode" in out.stderr
+        and "call model.eval() before inference" in out.stderr
+    )
     doc = samebits.doctor(spec("detector_train_mode"), backends=())
     assert [f.code for f in doc.findings] == ["SB151"] and "<model> (TwoStageDetector)" in doc.findings[0].message
     assert doc.probes[-1].probe == "first forward" and doc.probes[-1].status == "error"
@@ -119,7 +126,10 @@ def test_predictor_keeps_model_output_and_exactly_the_real_rows_of_the_cache(tmp
         ids = real_models._ids((300, 16), 512, seed=5)
         out = p.predict({"input_ids": ids[:5]})
         assert type(out).__name__ == "CausalLMOutputWithCrossAttentions" and out.logits.shape == (5, 16, 512)
-        assert type(out.cache).__name__ == "DynamicCache" and [layer.keys.shape[0] for layer in out.cache.layers] == [5, 5]
+        assert type(out.cache).__name__ == "DynamicCache" and [layer.keys.shape[0] for layer in out.cache.layers] == [
+            5,
+            5,
+        ]
         big = p.predict({"input_ids": ids})
         assert big.cache.layers[1].values.shape[0] == 300 and big.logits.shape[0] == 300
         one = p.predict_one({"input_ids": ids[2]})
@@ -166,7 +176,11 @@ def test_onnxruntime_takes_keywords_and_keeps_the_output_type(tmp_path):
     model, example = real_models.bert()
     with samebits.Predictor(model, example_inputs=example, backend="onnxruntime", cache_dir=tmp_path) as p:
         out = p.predict({k: v[:3] for k, v in example.items()})
-        assert type(out).__name__ == "BaseModelOutputWithPoolingAndCrossAttentions" and out.last_hidden_state.shape == (3, 12, 64)
+        assert type(out).__name__ == "BaseModelOutputWithPoolingAndCrossAttentions" and out.last_hidden_state.shape == (
+            3,
+            12,
+            64,
+        )
         assert p.validation["max_abs"] < 1e-4 and p.invariance.sizes  # measured: ~1e-6, invariant at every size 1..256
         assert list(p.artifacts) and all(a["path"].endswith(".ort.onnx") for a in p.artifacts.values())
 
@@ -195,7 +209,10 @@ def test_doctor_finds_grad_on_a_transformers_model():
     codes = {f.code for f in report.findings}
     # Measured: the model runs with grad on (outputs carry grad_fn); it is in eval mode.
     assert "SB351" in codes and "SB151" not in codes
-    assert next(p for p in report.probes if p.probe == "training mode").summary == "0 training-sensitive module(s) in training mode"
+    assert (
+        next(p for p in report.probes if p.probe == "training mode").summary
+        == "0 training-sensitive module(s) in training mode"
+    )
 
 
 pytest_plugins = ["pytester"]

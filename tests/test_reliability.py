@@ -35,7 +35,11 @@ def m(name: str) -> str:
 
 def snapshot(root: Path) -> dict[str, str]:
     """Every file under ``root`` with the sha256 of its bytes."""
-    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
 def one_error(result: subprocess.CompletedProcess[str], fragment: str, code: int = 2) -> None:
@@ -93,7 +97,9 @@ def _pickled_weight(marker: Path):
 def _opaque_constant(marker: Path):
     def edit(name, data):
         if name.endswith("constants_config.json"):
-            return json.dumps({"config": {"c": {"path_name": "opaque_obj_0", "is_param": False, "use_pickle": False}}}).encode()
+            return json.dumps(
+                {"config": {"c": {"path_name": "opaque_obj_0", "is_param": False, "use_pickle": False}}}
+            ).encode()
         return data
 
     edit.extra = {"data/constants/opaque_obj_0": pickle.dumps(Evil(marker))}
@@ -137,7 +143,12 @@ def test_a_crafted_pt2_really_runs_code_in_torch_export_load(tmp_path, pt2):
     """The threat is real: torch.export.load alone unpickles the crafted entry."""
     marker = tmp_path / "ran"
     evil = craft(pt2, tmp_path / "evil.pt2", _pickled_weight(marker))
-    subprocess.run([sys.executable, "-c", f"import torch; torch.export.load({str(evil)!r})"], capture_output=True, timeout=120, env=scrubbed_env())
+    subprocess.run(
+        [sys.executable, "-c", f"import torch; torch.export.load({str(evil)!r})"],
+        capture_output=True,
+        timeout=120,
+        env=scrubbed_env(),
+    )
     assert marker.exists()
 
 
@@ -215,7 +226,9 @@ def test_code_is_not_loaded_from_a_cache_others_can_write(tmp_path):
     cache.mkdir()
     cache.chmod(0o777)
     with pytest.raises(CacheError, match="writable by others .*does not load code from it"):
-        samebits.Predictor(torch.nn.Linear(4, 2), example_inputs=torch.randn(4, 4), backend="torchscript", cache_dir=cache, tile=4)
+        samebits.Predictor(
+            torch.nn.Linear(4, 2), example_inputs=torch.randn(4, 4), backend="torchscript", cache_dir=cache, tile=4
+        )
 
 
 # -- 2. samebits deletes only what it wrote ----------------------------------------------------
@@ -232,7 +245,10 @@ def project(tmp_path) -> Path:
 
 def test_cache_clear_refuses_a_folder_samebits_did_not_make(project):
     before = snapshot(project)
-    one_error(run_cli("cache", "clear", "--cache-dir", str(project)), "is not a samebits cache (no .samebits-cache marker): nothing removed")
+    one_error(
+        run_cli("cache", "clear", "--cache-dir", str(project)),
+        "is not a samebits cache (no .samebits-cache marker): nothing removed",
+    )
     assert snapshot(project) == before
 
 
@@ -274,7 +290,14 @@ def test_record_never_overwrites_without_force(tmp_path, golden):
     assert snapshot(tmp_path) == before
 
 
-@pytest.mark.parametrize(("target", "fragment"), [(".", "is a directory"), ("a_file/x.safetensors", "is a file, not a folder"), ("g.txt", "a golden is a .safetensors file")])
+@pytest.mark.parametrize(
+    ("target", "fragment"),
+    [
+        (".", "is a directory"),
+        ("a_file/x.safetensors", "is a file, not a folder"),
+        ("g.txt", "a golden is a .safetensors file"),
+    ],
+)
 def test_record_to_a_bad_place_is_one_line(tmp_path, target, fragment):
     (tmp_path / "a_file").write_text("keep")
     before = snapshot(tmp_path)
@@ -283,7 +306,9 @@ def test_record_to_a_bad_place_is_one_line(tmp_path, target, fragment):
 
 
 # -- 3. no hangs -------------------------------------------------------------------------------
-@pytest.mark.parametrize("command", [["check"], ["doctor", "--backends", ""], ["bench", "--no-memory", "--backends", "eager"]])
+@pytest.mark.parametrize(
+    "command", [["check"], ["doctor", "--backends", ""], ["bench", "--no-memory", "--backends", "eager"]]
+)
 def test_a_forward_that_never_returns_ends_in_one_line(tmp_path, command):
     start = time.monotonic()
     out = run_cli(*command[:1], m("hang"), *command[1:], "--timeout", "2", timeout=60)
@@ -333,23 +358,37 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, argv, fragment):
 
 def test_a_check_in_which_nothing_ran_is_exit_2_not_identical():
     out = run_cli("check", "demo:mlp", "--axes", "batch", "--batch-dim", "5")
-    assert out.returncode == 2 and out.stdout.startswith("Nothing was checked: every axis was skipped") and "identical" not in out.stdout.split("\n")[0]
+    assert (
+        out.returncode == 2
+        and out.stdout.startswith("Nothing was checked: every axis was skipped")
+        and "identical" not in out.stdout.split("\n")[0]
+    )
 
 
 def test_run_on_a_missing_script_says_so(tmp_path):
     out = run_cli("run", "--deterministic", "--", sys.executable, "missing.py", cwd=tmp_path)
-    assert out.returncode == 2 and "can't open file 'missing.py'" in out.stderr.strip().splitlines()[-1] and "Traceback" not in out.stderr
+    assert (
+        out.returncode == 2
+        and "can't open file 'missing.py'" in out.stderr.strip().splitlines()[-1]
+        and "Traceback" not in out.stderr
+    )
 
 
 GOLDEN_DAMAGE = {
     "output_paths not a list": (lambda h: h.update(output_paths="x"), "output_paths is a str"),
     "output_paths not strings": (lambda h: h.update(output_paths=[1]), "output_paths are not all strings"),
-    "profile malformed": (lambda h: h.update(profile={"name": "deterministic", "seed": "zero"}), "profile is malformed"),
+    "profile malformed": (
+        lambda h: h.update(profile={"name": "deterministic", "seed": "zero"}),
+        "profile is malformed",
+    ),
     "inputs not an object": (lambda h: h.update(inputs=[1]), "inputs is a list"),
     "fingerprint not an object": (lambda h: h.update(fingerprint="x"), "fingerprint is a str"),
     "trace malformed": (lambda h: h.update(trace=[{"name": 1}]), "trace is malformed"),
     "listed output missing": (lambda h: h["output_paths"].append(".ghost"), "are listed but not stored"),
-    "input tensor missing": (lambda h: h["inputs"]["args"].append({"$tensor": "inputs/ghost"}), "the stored tensor 'inputs/ghost' is missing"),
+    "input tensor missing": (
+        lambda h: h["inputs"]["args"].append({"$tensor": "inputs/ghost"}),
+        "the stored tensor 'inputs/ghost' is missing",
+    ),
     "unknown input node": (lambda h: h["inputs"]["args"].append({"$weird": 1}), "unknown node in a stored structure"),
     "schema from the future": (lambda h: h.update(schema_version=99), "schema_version 99"),
 }
@@ -363,11 +402,18 @@ def test_a_damaged_golden_header_is_one_line(tmp_path, golden, case):
 
 
 def test_verify_with_a_model_that_does_not_fit_is_one_line(golden):
-    one_error(run_cli("verify", str(golden), "demo:cnn"), "on the golden's stored inputs; is demo:cnn the model it was recorded from?")
+    one_error(
+        run_cli("verify", str(golden), "demo:cnn"),
+        "on the golden's stored inputs; is demo:cnn the model it was recorded from?",
+    )
 
 
 def test_verify_with_another_dtype_in_the_golden_is_a_mismatch_not_a_crash(tmp_path, golden):
-    g = rewrite(golden, tmp_path / "g.safetensors", edit_tensors=lambda t: t.update({"outputs/output": t["outputs/output"].double()}))
+    g = rewrite(
+        golden,
+        tmp_path / "g.safetensors",
+        edit_tensors=lambda t: t.update({"outputs/output": t["outputs/output"].double()}),
+    )
     out = run_cli("verify", str(g), "demo:mlp")
     assert out.returncode == 1 and "Traceback" not in out.stderr and "dtype" in out.stdout.lower()
 
@@ -415,13 +461,21 @@ def _children_of(pid: int | None) -> list[int]:
     """samebits' child processes (of ``pid``, or of anyone with ``None``)."""
     out = subprocess.run(["ps", "-eo", "pid,ppid,args"], capture_output=True, text=True).stdout
     rows = [line.split(None, 2) for line in out.splitlines()[1:]]
-    return [int(r[0]) for r in rows if len(r) == 3 and "samebits.probe.child" in r[2] and (pid is None or int(r[1]) == pid)]
+    return [
+        int(r[0]) for r in rows if len(r) == 3 and "samebits.probe.child" in r[2] and (pid is None or int(r[1]) == pid)
+    ]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_to_samebits_alone_ends_its_children_and_temp_folder(tmp_path, sig):
     env = scrubbed_env(TMPDIR=str(tmp_path))
-    proc = subprocess.Popen([sys.executable, "-m", "samebits", "check", m("slow"), "--axes", "process"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "samebits", "check", m("slow"), "--axes", "process"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 60
     while not _children_of(proc.pid) and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -439,10 +493,16 @@ def test_a_signal_to_samebits_alone_ends_its_children_and_temp_folder(tmp_path, 
 def test_an_onnxruntime_build_leaves_only_its_entries(tmp_path):
     pytest.importorskip("onnxruntime")
     cache = tmp_path / "cache"
-    with samebits.Predictor(torch.nn.Linear(4, 2), example_inputs=torch.randn(4, 4), backend="onnxruntime", cache_dir=cache, tile=4):
+    with samebits.Predictor(
+        torch.nn.Linear(4, 2), example_inputs=torch.randn(4, 4), backend="onnxruntime", cache_dir=cache, tile=4
+    ):
         pass
     listed = set(ArtifactCache(cache).manifest())
-    stray = [p.name for p in cache.iterdir() if p.name not in listed and not p.name.endswith(".lock") and p.name not in (MARKER, "manifest.json")]
+    stray = [
+        p.name
+        for p in cache.iterdir()
+        if p.name not in listed and not p.name.endswith(".lock") and p.name not in (MARKER, "manifest.json")
+    ]
     assert stray == [] and any(n.endswith(".ort.onnx") for n in listed)
 
 
@@ -450,7 +510,9 @@ def test_an_onnxruntime_build_leaves_only_its_entries(tmp_path):
 def test_cache_files_and_goldens_follow_the_umask(tmp_path):
     old = os.umask(0o022)
     try:
-        with samebits.Predictor(torch.nn.Linear(4, 2), example_inputs=torch.randn(4, 4), cache_dir=tmp_path / "c", tile=4):
+        with samebits.Predictor(
+            torch.nn.Linear(4, 2), example_inputs=torch.randn(4, 4), cache_dir=tmp_path / "c", tile=4
+        ):
             pass
         samebits.record("demo:mlp", tmp_path / "g.safetensors")
     finally:
@@ -485,10 +547,18 @@ def test_a_read_only_cache_is_used_by_another_user_without_writing(tmp_path):
         f"p = samebits.Predictor(torch.nn.Linear(4, 2), example_inputs=torch.randn(4, 4), cache_dir={str(cache)!r}, tile=4, deterministic=False)\n"
         "print(p.invariance.measured.get('cached'))\n"
     )
-    first = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=scrubbed_env(), timeout=120)
+    first = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=scrubbed_env(), timeout=120
+    )
     assert first.returncode == 0, first.stderr
     before = snapshot(cache)
-    other = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", code], capture_output=True, text=True, env=scrubbed_env(HOME="/tmp", PYTHONPATH=str(REPO / "src")), timeout=120)
+    other = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=scrubbed_env(HOME="/tmp", PYTHONPATH=str(REPO / "src")),
+        timeout=120,
+    )
     assert other.returncode == 0, other.stderr
     try:
         assert other.stdout.strip() == "True" and snapshot(cache) == before

@@ -23,7 +23,17 @@ def test_hash_is_the_same_twice_under_samebits_run_and_differs_without():
 
 def test_verbose_says_what_was_set_and_overridden():
     env = scrubbed_env(PYTHONHASHSEED="5", CUBLAS_WORKSPACE_CONFIG=":16:8")
-    result = run_cli("run", "-v", "--threads", "1", "--", sys.executable, "-c", "import os; print(os.environ['CUBLAS_WORKSPACE_CONFIG'], os.environ['OMP_NUM_THREADS'], os.environ['SAMEBITS_SEED'])", env=env)
+    result = run_cli(
+        "run",
+        "-v",
+        "--threads",
+        "1",
+        "--",
+        sys.executable,
+        "-c",
+        "import os; print(os.environ['CUBLAS_WORKSPACE_CONFIG'], os.environ['OMP_NUM_THREADS'], os.environ['SAMEBITS_SEED'])",
+        env=env,
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == [":16:8", "1", "0"]
     assert "samebits run: overrode PYTHONHASHSEED=5 with 0" in result.stderr
@@ -60,7 +70,9 @@ print(torch.are_deterministic_algorithms_enabled(), torch.get_num_threads(), __n
 def test_deterministic_script(tmp_path):
     script = tmp_path / "infer.py"
     script.write_text(CHILD + "print(sys.path[0] == %r)\n" % str(tmp_path))
-    result = run_cli("run", "--deterministic", "--threads", "1", "--", sys.executable, "-u", str(script), "--batch", "8")
+    result = run_cli(
+        "run", "--deterministic", "--threads", "1", "--", sys.executable, "-u", str(script), "--batch", "8"
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["True 1 __main__ ['--batch', '8']", "True"]
 
@@ -91,7 +103,10 @@ def test_deterministic_with_a_non_python_command_says_so():
     ("cmd", "expected"),
     [
         (["python", "a.py", "-m", "x"], (["python"], ["a.py", "-m", "x"])),
-        (["python3.11", "-u", "-W", "ignore", "-X", "dev", "a.py"], (["python3.11", "-u", "-W", "ignore", "-X", "dev"], ["a.py"])),
+        (
+            ["python3.11", "-u", "-W", "ignore", "-X", "dev", "a.py"],
+            (["python3.11", "-u", "-W", "ignore", "-X", "dev"], ["a.py"]),
+        ),
         (["python", "-mpkg.mod", "arg"], (["python"], ["-m", "pkg.mod", "arg"])),
         (["python", "-c", "print(1)"], (["python"], ["-c", "print(1)"])),
         (["python"], None),

@@ -37,7 +37,14 @@ def test_dict_keys_are_sorted_by_type_then_text_and_non_identifiers_quoted():
 
 def test_dataclass_namedtuple_and_scalars():
     out = flatten(Output(torch.zeros(1), {"pair": Pair(torch.ones(1), 3), "none": None, "flag": True, "name": "x"}))
-    assert list(out) == [".logits", ".extra.flag", ".extra.name", ".extra.none", ".extra.pair.left", ".extra.pair.right"]
+    assert list(out) == [
+        ".logits",
+        ".extra.flag",
+        ".extra.name",
+        ".extra.none",
+        ".extra.pair.left",
+        ".extra.pair.right",
+    ]
     assert out[".extra.pair.right"] == 3 and out[".extra.none"] is None
 
 
@@ -47,7 +54,9 @@ def test_numpy_arrays_become_tensors():
 
 
 def test_unsupported_leaf_names_its_path_type_and_the_hook():
-    with pytest.raises(tree.UnknownNode, match=r"cannot walk a builtins.object at '\[1\]'.*samebits.register_node\(object, ...\)"):
+    with pytest.raises(
+        tree.UnknownNode, match=r"cannot walk a builtins.object at '\[1\]'.*samebits.register_node\(object, ...\)"
+    ):
         flatten([1, object()])
 
 
@@ -104,7 +113,12 @@ class Boxes:
 
 
 def test_register_node_walks_a_users_class_with_its_row_rule():
-    tree.register_node(Boxes, children=lambda b: [(".xyxy", b.xyxy), (".counter", b.counter)], rebuild=lambda b, k: Boxes(*k), row_dims=lambda b: [1, None])
+    tree.register_node(
+        Boxes,
+        children=lambda b: [(".xyxy", b.xyxy), (".counter", b.counter)],
+        rebuild=lambda b, k: Boxes(*k),
+        row_dims=lambda b: [1, None],
+    )
     out = Boxes(torch.zeros(4, 6), torch.zeros(3))
     assert list(flatten(out)) == [".xyxy", ".counter"]
     part = tree.take(out, 0, 2, 6, strict=True)

@@ -48,7 +48,9 @@ class Watchdog:
         for fn in list(_on_fire):
             with contextlib.suppress(Exception):
                 fn()
-        sys.stderr.write(f"samebits: error: {self.what}: a forward made no progress for {self.seconds:g} s (it hangs, or needs a larger --timeout)\n")
+        sys.stderr.write(
+            f"samebits: error: {self.what}: a forward made no progress for {self.seconds:g} s (it hangs, or needs a larger --timeout)\n"
+        )
         sys.stderr.flush()
         os._exit(2)
 

@@ -53,7 +53,9 @@ class GoldenFixture:
         stem = sanitize(self._request.node.name) + (f".{sanitize(name)}" if name else "")
         return self.folder / f"{stem}.safetensors"
 
-    def check(self, model: Any, inputs: Any, name: str | None = None, atol: float | None = None, rtol: float | None = None) -> None:
+    def check(
+        self, model: Any, inputs: Any, name: str | None = None, atol: float | None = None, rtol: float | None = None
+    ) -> None:
         """Compare ``model(inputs)`` with the golden (same tolerance policy as ``samebits verify``)."""
         from samebits.golden import record, verify
 

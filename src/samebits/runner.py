@@ -75,13 +75,18 @@ def split_python_command(cmd: list[str]) -> tuple[list[str], list[str]] | None:
     return None
 
 
-def build_command(cmd: list[str], *, seed: int, threads: int | None, deterministic: bool) -> tuple[list[str], str | None]:
+def build_command(
+    cmd: list[str], *, seed: int, threads: int | None, deterministic: bool
+) -> tuple[list[str], str | None]:
     """The argv to exec; with ``deterministic``, a Python target is wrapped in the bootstrap."""
     if not deterministic:
         return cmd, None
     split = split_python_command(cmd)
     if split is None:
-        return cmd, f"--deterministic applies to python running a script, -m module or -c code; '{cmd[0]}' runs with the environment only"
+        return (
+            cmd,
+            f"--deterministic applies to python running a script, -m module or -c code; '{cmd[0]}' runs with the environment only",
+        )
     interpreter, target = split
     boot = [*interpreter, "-m", "samebits.bootstrap", "--seed", str(seed)]
     if threads is not None:

@@ -8,6 +8,7 @@ from typing import Any
 from samebits.check.report import AxisResult, Cause
 from samebits.probe.guard import training_modules
 
+
 def _names(items: list[tuple[str, str]], limit: int = 4) -> str:
     text = ", ".join(f"{n} ({t})" for n, t in items[:limit])
     return text + (f" and {len(items) - limit} more" if len(items) > limit else "")
@@ -46,20 +47,31 @@ def diagnose(results: dict[str, AxisResult], model: Any, rerun: Callable[[str, s
     rngs = seed.details.get("rngs_consumed", []) if seed is not None else []
     hidden = sorted((bad & {"repeat", "seed"}) - explained) if seed is not None and not rngs else []
     if hidden:  # outputs change between calls, yet no RNG was drawn: state kept across calls
-        shapes = next((a.difference.message for a in (repeat, seed) if a is not None and a.difference and "shape" in a.difference.message.lower()), "")
+        shapes = next(
+            (
+                a.difference.message
+                for a in (repeat, seed)
+                if a is not None and a.difference and "shape" in a.difference.message.lower()
+            ),
+            "",
+        )
         causes.append(
             Cause(
                 "state-between-calls",
                 ", ".join(hidden),
                 "the output changes from call to call although the forward draws no random numbers: the model keeps state between calls (a counter, a cache, an attribute it updates)",
-                "no torch, NumPy or Python RNG state changed during the forward" + (f"; {shapes.splitlines()[0]}" if shapes else ""),
+                "no torch, NumPy or Python RNG state changed during the forward"
+                + (f"; {shapes.splitlines()[0]}" if shapes else ""),
                 "make the forward a function of its inputs and parameters only (reset or remove the state it updates)",
             )
         )
         explained.update(hidden)
     if seed is not None and "seed" in bad and "seed" not in explained:
         modules = seed.details.get("modules", [])
-        where = ", ".join(f"{m['module']} ({m['type']}: {', '.join(m['rngs'])})" for m in modules) or "code hooks cannot see"
+        where = (
+            ", ".join(f"{m['module']} ({m['type']}: {', '.join(m['rngs'])})" for m in modules)
+            or "code hooks cannot see"
+        )
         axes = ["seed"] + (["repeat"] if rngs and "repeat" in bad and "repeat" not in explained else [])
         causes.append(
             Cause(
@@ -144,9 +156,12 @@ def diagnose(results: dict[str, AxisResult], model: Any, rerun: Callable[[str, s
             Cause(
                 "nondeterministic-kernels",
                 "repeat",
-                "repeated forwards in one process give other bits" + (f", starting in {repeat.origin.module} ({repeat.origin.type})" if repeat.origin else ""),
+                "repeated forwards in one process give other bits"
+                + (f", starting in {repeat.origin.module} ({repeat.origin.type})" if repeat.origin else ""),
                 f"{repeat.agreed}/{repeat.runs} repeats identical; under samebits.deterministic() {again.agreed}/{again.runs}",
-                "run inference inside samebits.deterministic()" if verified else "find the nondeterministic op in the module named; samebits.deterministic() did not fix it",
+                "run inference inside samebits.deterministic()"
+                if verified
+                else "find the nondeterministic op in the module named; samebits.deterministic() did not fix it",
                 verified=verified,
             )
         )

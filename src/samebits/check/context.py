@@ -68,17 +68,26 @@ class CheckContext:
         """Like :meth:`compare`, for outputs already flattened to ``{path: leaf}``."""
         return compare_trees(a, b, self.options.atol, self.options.rtol)
 
-    def forward(self, inputs: ModelInputs | None = None, keep: set[str] | None = None, rows: tuple[int, int] | None = None) -> tuple[Any, Trace, dict[str, Any]]:
+    def forward(
+        self, inputs: ModelInputs | None = None, keep: set[str] | None = None, rows: tuple[int, int] | None = None
+    ) -> tuple[Any, Trace, dict[str, Any]]:
         return traced_forward(self.model, inputs or self.inputs, rows=rows, keep=keep if self.hookable else None)
 
 
-def origin_from(divergence: Divergence | None, kept_a: dict[str, Any] | None = None, kept_b: dict[str, Any] | None = None, compare: Callable[[Any, Any], TreeComparison] | None = None) -> Origin | None:
+def origin_from(
+    divergence: Divergence | None,
+    kept_a: dict[str, Any] | None = None,
+    kept_b: dict[str, Any] | None = None,
+    compare: Callable[[Any, Any], TreeComparison] | None = None,
+) -> Origin | None:
     """An :class:`Origin` from a divergence, with the difference and its growth where the kept
     tensors of a second pass are available."""
     if divergence is None:
         return None
     call = divergence.call
-    note = "" if divergence.inputs_identical else "its inputs differed too: the difference starts in code between modules"
+    note = (
+        "" if divergence.inputs_identical else "its inputs differed too: the difference starts in code between modules"
+    )
     if call.name == "" and divergence.inputs_identical:
         note = "in the model's own forward, between its submodules (or in a submodule hooks cannot see)"
     origin = Origin(call.label, call.type, divergence.inputs_identical, note)
@@ -96,7 +105,15 @@ def origin_from(divergence: Divergence | None, kept_a: dict[str, Any] | None = N
     return origin
 
 
-def op_origin(ctx: CheckContext, origin: Origin | None, divergence: Divergence | None, a: ModelInputs, b: ModelInputs, rows_a: tuple[int, int] | None = None, rows_b: tuple[int, int] | None = None) -> None:
+def op_origin(
+    ctx: CheckContext,
+    origin: Origin | None,
+    divergence: Divergence | None,
+    a: ModelInputs,
+    b: ModelInputs,
+    rows_a: tuple[int, int] | None = None,
+    rows_b: tuple[int, int] | None = None,
+) -> None:
     """Look inside the origin module: the first aten op whose output differs between a run on
     ``a`` and one on ``b`` (the same inputs for the repeat axis)."""
     if origin is None or divergence is None or not ctx.hookable:

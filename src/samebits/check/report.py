@@ -30,7 +30,15 @@ class Difference:
         worst = next((c for c in result.items if c.verdict == "diverged"), None) or result.first_difference()
         if worst is None:
             return None
-        return cls(worst.path or "<output>", worst.mismatched, worst.numel, worst.max_abs, worst.max_rel, worst.max_ulp, worst.message())
+        return cls(
+            worst.path or "<output>",
+            worst.mismatched,
+            worst.numel,
+            worst.max_abs,
+            worst.max_rel,
+            worst.max_ulp,
+            worst.message(),
+        )
 
 
 @dataclasses.dataclass
@@ -136,7 +144,11 @@ class CheckReport:
         if self.errored:
             return f"No divergence in {len(ran)} axes, but {', '.join(a.axis for a in self.errored)} could not run."
         if not ran:
-            return "Nothing was checked: every axis was skipped (" + "; ".join(f"{a.axis}: {a.reason}" for a in self.axes) + ")."
+            return (
+                "Nothing was checked: every axis was skipped ("
+                + "; ".join(f"{a.axis}: {a.reason}" for a in self.axes)
+                + ")."
+            )
         close = [a.axis for a in ran if a.verdict == "close"]
         if close:
             return f"Every axis that ran agrees within the tolerance ({', '.join(close)} not bit for bit)."

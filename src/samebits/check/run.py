@@ -58,7 +58,13 @@ def _safe(axis: str, fn: Callable[[CheckContext], AxisResult], ctx: CheckContext
         return AxisResult(axis, "error", reason=first_line(exc, with_type=True))
 
 
-def check(model_or_spec: Any = "demo:mlp", inputs: Any = None, *, progress: Callable[[str], None] | None = None, **options: Any) -> CheckReport:
+def check(
+    model_or_spec: Any = "demo:mlp",
+    inputs: Any = None,
+    *,
+    progress: Callable[[str], None] | None = None,
+    **options: Any,
+) -> CheckReport:
     """Run ``model_or_spec`` under every variation that changes bits and report what changed.
 
     ``model_or_spec`` is a MODEL spec string, a :class:`LoadedModel` or an ``nn.Module``;
@@ -122,4 +128,12 @@ def check(model_or_spec: Any = "demo:mlp", inputs: Any = None, *, progress: Call
     note = None if loaded.hookable else f"localisation is unavailable: hooks cannot see inside a {loaded.kind} model"
     if opts.runtime:
         note = f"ran through {opts.runtime}; localisation is unavailable there (hooks would see the Predictor's tiles, not these batches)"
-    return CheckReport(loaded.spec, describe_inputs(model_inputs), ordered, causes, Fingerprint.capture().to_dict(), note, time.monotonic() - start)
+    return CheckReport(
+        loaded.spec,
+        describe_inputs(model_inputs),
+        ordered,
+        causes,
+        Fingerprint.capture().to_dict(),
+        note,
+        time.monotonic() - start,
+    )

@@ -35,9 +35,15 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: Optional[bool] = typer.Option(None, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    version: Optional[bool] = typer.Option(
+        None, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
     debug: bool = typer.Option(False, "--debug", help="Show full tracebacks for errors."),
-    verbose: bool = typer.Option(False, "--verbose", help="Show the warnings and logs of torch and other libraries (kept off the terminal otherwise)."),
+    verbose: bool = typer.Option(
+        False,
+        "--verbose",
+        help="Show the warnings and logs of torch and other libraries (kept off the terminal otherwise).",
+    ),
 ) -> None:
     """Exit codes: 0 all good, 1 the check found what it looks for, 2 usage or input error (or a
     timeout, or nothing could run), 3 an internal error (a bug: please report it)."""
@@ -76,7 +82,10 @@ def main(argv: list[str] | None = None) -> None:
         code = _run(args, debug)
     if caught and code in (0, 1):
         sources = sorted({_package_of(w.filename) for w in caught})
-        typer.echo(f"samebits: {len(caught)} warning(s) from {', '.join(sources[:3])} hidden; rerun with --verbose to see them", err=True)
+        typer.echo(
+            f"samebits: {len(caught)} warning(s) from {', '.join(sources[:3])} hidden; rerun with --verbose to see them",
+            err=True,
+        )
     sys.exit(code)
 
 
@@ -102,6 +111,9 @@ def _run(args: list[str], debug: bool) -> int:
     except Exception as exc:
         if debug:
             raise
-        typer.echo(f"samebits: internal error: {first_line(exc, with_type=True)}; please report it (rerun with --debug for the traceback)", err=True)
+        typer.echo(
+            f"samebits: internal error: {first_line(exc, with_type=True)}; please report it (rerun with --debug for the traceback)",
+            err=True,
+        )
         return 3
     return 0

@@ -21,11 +21,19 @@ def bench_command(
     int_range: Optional[str] = opts.IntRangeOpt,
     batch_sizes: str = typer.Option("1,8,32,64", "--batch-sizes", help="Batch sizes to measure."),
     backends: str = typer.Option("eager,onnxruntime", "--backends", help="Predictor backends, comma-separated."),
-    rounds: int = typer.Option(20, "--rounds", help="Interleaved rounds per batch size (fewer when --budget runs out)."),
+    rounds: int = typer.Option(
+        20, "--rounds", help="Interleaved rounds per batch size (fewer when --budget runs out)."
+    ),
     budget: float = typer.Option(3.0, "--budget", help="Seconds of timing per batch size."),
-    no_memory: bool = typer.Option(False, "--no-memory", help="Skip peak memory (one fresh process per configuration)."),
-    timeout: float = typer.Option(120.0, "--timeout", help="Seconds a forward may go without progress before the bench ends (exit 2)."),
-    json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH", help="Also write the report as JSON ('-' for stdout)."),
+    no_memory: bool = typer.Option(
+        False, "--no-memory", help="Skip peak memory (one fresh process per configuration)."
+    ),
+    timeout: float = typer.Option(
+        120.0, "--timeout", help="Seconds a forward may go without progress before the bench ends (exit 2)."
+    ),
+    json_path: Optional[str] = typer.Option(
+        None, "--json", metavar="PATH", help="Also write the report as JSON ('-' for stdout)."
+    ),
 ) -> None:
     """Measure every way to run MODEL side by side, with their bits.
 
@@ -44,19 +52,55 @@ def bench_command(
     loaded, inputs, _ = opts.load_target(model, input_file, input_shape, dtype, int_range, 0)
     status = Console(stderr=True).status("bench", spinner="dots")
     with status, Watchdog(timeout, f"MODEL {model}"):
-        report = bench(loaded, inputs, batch_sizes=sizes, backends=tuple(b.strip() for b in backends.split(",") if b.strip()), rounds=rounds, budget=budget, memory=not no_memory, progress=lambda m: status.update(f"bench: {escape(m)}"))
+        report = bench(
+            loaded,
+            inputs,
+            batch_sizes=sizes,
+            backends=tuple(b.strip() for b in backends.split(",") if b.strip()),
+            rounds=rounds,
+            budget=budget,
+            memory=not no_memory,
+            progress=lambda m: status.update(f"bench: {escape(m)}"),
+        )
     write_json(report.to_dict(), json_path)
-    table = Table(Column("config", min_width=31, no_wrap=True), "batch", "samples/s", "p50 ms", "p99 ms", "peak MB", "= loop", "= alone", "vs loop", box=None, title=f"{report.model} ({report.seconds:.0f} s)", title_justify="left")
+    table = Table(
+        Column("config", min_width=31, no_wrap=True),
+        "batch",
+        "samples/s",
+        "p50 ms",
+        "p99 ms",
+        "peak MB",
+        "= loop",
+        "= alone",
+        "vs loop",
+        box=None,
+        title=f"{report.model} ({report.seconds:.0f} s)",
+        title_justify="left",
+    )
     for r in report.rows:
         peak = f"{r.peak_mb:.1f}" if r.peak_mb is not None else "-"
-        table.add_row(escape(r.config), str(r.batch), f"{r.samples_per_s:,.0f}", f"{r.p50_ms:.2f}", f"{r.p99_ms:.2f}", peak, "yes" if r.identical_to_reference else "no", "yes" if r.same_as_alone else "no", f"{r.speedup_vs_loop:.1f}x")
+        table.add_row(
+            escape(r.config),
+            str(r.batch),
+            f"{r.samples_per_s:,.0f}",
+            f"{r.p50_ms:.2f}",
+            f"{r.p99_ms:.2f}",
+            peak,
+            "yes" if r.identical_to_reference else "no",
+            "yes" if r.same_as_alone else "no",
+            f"{r.speedup_vs_loop:.1f}x",
+        )
     console.print(table)
-    console.print("= loop: every row has the bits of the per-sample loop; = alone: the bits this configuration gives the sample alone (batch invariance).")
+    console.print(
+        "= loop: every row has the bits of the per-sample loop; = alone: the bits this configuration gives the sample alone (batch invariance)."
+    )
     for name, sizes in report.invariance.items():
         console.print(f"{escape(name)} runs only the batch sizes it verified: {', '.join(map(str, sizes))}")
     largest = max(r.batch for r in report.rows)
     for backend, cost in report.invariance_cost.items():
-        console.print(f"cost of invariance ({backend}, batch {largest}): {cost:.2f}x the throughput of the variant predictor")
+        console.print(
+            f"cost of invariance ({backend}, batch {largest}): {cost:.2f}x the throughput of the variant predictor"
+        )
     for line in report.skipped:
         console.print(f"skipped {escape(line)}")
 

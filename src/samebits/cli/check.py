@@ -24,7 +24,9 @@ def check_command(
     axes: str = typer.Option("repeat,seed,state,process,threads,batch", "--axes", help="Axes to run, comma-separated."),
     runs: int = typer.Option(3, "--runs", help="Runs on the repeat and seed axes."),
     processes: int = typer.Option(2, "--processes", help="Fresh processes on the process axis."),
-    threads: Optional[str] = typer.Option(None, "--threads", metavar="1,N", help="Thread counts on the threads axis [default: 1 and this machine's]."),
+    threads: Optional[str] = typer.Option(
+        None, "--threads", metavar="1,N", help="Thread counts on the threads axis [default: 1 and this machine's]."
+    ),
     batch_sizes: str = typer.Option("1,2,3,4,7,8,16,32", "--batch-sizes", help="Batch sizes on the batch axis."),
     batch_dim: int = typer.Option(0, "--batch-dim", help="The batch dimension of the inputs."),
     atol: Optional[float] = typer.Option(None, "--atol", help="Absolute tolerance (with --rtol); default: bits."),
@@ -33,8 +35,15 @@ def check_command(
     device: str = typer.Option("cpu", "--device", help="cpu or cuda."),
     timeout: float = typer.Option(120.0, "--timeout", help="Seconds each child process may take."),
     no_localize: bool = typer.Option(False, "--no-localize", help="Skip finding the first divergent module."),
-    runtime: Optional[str] = typer.Option(None, "--runtime", metavar="predictor[:BACKEND]", help="Run the axes through a samebits.Predictor, to see a fix work."),
-    json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH", help="Also write the report as JSON ('-' for stdout)."),
+    runtime: Optional[str] = typer.Option(
+        None,
+        "--runtime",
+        metavar="predictor[:BACKEND]",
+        help="Run the axes through a samebits.Predictor, to see a fix work.",
+    ),
+    json_path: Optional[str] = typer.Option(
+        None, "--json", metavar="PATH", help="Also write the report as JSON ('-' for stdout)."
+    ),
 ) -> None:
     """Run MODEL under every variation that changes bits, and say where and why.
 
@@ -93,7 +102,10 @@ def render(console: Console, report) -> None:  # report: CheckReport
             console.print(escape(f"at {a.difference.path}: {a.difference.message}"))
         if a.origin:
             o = a.origin
-            console.print(f"starts in [bold]{escape(o.module)}[/bold] ({escape(o.type)})" + (f": {escape(o.note)}" if o.note else ""))
+            console.print(
+                f"starts in [bold]{escape(o.module)}[/bold] ({escape(o.type)})"
+                + (f": {escape(o.note)}" if o.note else "")
+            )
             if o.op:
                 console.print(f"first op inside it that differs: {escape(o.op)}")
             if o.growth:
@@ -105,7 +117,9 @@ def render(console: Console, report) -> None:  # report: CheckReport
         console.print("\n[bold]Causes[/bold] (each measured)")
         for c in report.causes:
             mark = " (verified by re-run)" if c.verified else ""
-            console.print(f"- [bold]{escape(c.code)}[/bold]: {escape(c.summary)}\n  evidence: {escape(c.evidence)}{mark}\n  fix: {escape(c.fix)}")
+            console.print(
+                f"- [bold]{escape(c.code)}[/bold]: {escape(c.summary)}\n  evidence: {escape(c.evidence)}{mark}\n  fix: {escape(c.fix)}"
+            )
     if report.localization:
         console.print(f"\n{escape(report.localization)}")
 

@@ -12,7 +12,14 @@ from rich.table import Table
 from samebits.cli import inputs as opts
 from samebits.cli.output import consoles, write_json
 
-STYLE = {"error": "bold red", "warning": "yellow", "info": "cyan", "ran": "green", "skipped": "dim", "error-probe": "magenta"}
+STYLE = {
+    "error": "bold red",
+    "warning": "yellow",
+    "info": "cyan",
+    "ran": "green",
+    "skipped": "dim",
+    "error-probe": "magenta",
+}
 
 
 def doctor_command(
@@ -23,11 +30,22 @@ def doctor_command(
     int_range: Optional[str] = opts.IntRangeOpt,
     device: str = typer.Option("cpu", "--device", help="cpu or cuda."),
     iterations: int = typer.Option(50, "--iterations", help="Forwards of the memory probe (each in a fresh process)."),
-    memory_cap: Optional[float] = typer.Option(None, "--memory-cap", metavar="MB", help="Stop the memory probe once it grew this much [default: a quarter of RAM, at most 2048]."),
+    memory_cap: Optional[float] = typer.Option(
+        None,
+        "--memory-cap",
+        metavar="MB",
+        help="Stop the memory probe once it grew this much [default: a quarter of RAM, at most 2048].",
+    ),
     batch: int = typer.Option(32, "--batch", help="Batch size of the throughput and batch-variance probes."),
-    backends: str = typer.Option("torchscript,onnxruntime,compile", "--backends", help="Backends to try against eager (comma-separated; '' for none)."),
+    backends: str = typer.Option(
+        "torchscript,onnxruntime,compile",
+        "--backends",
+        help="Backends to try against eager (comma-separated; '' for none).",
+    ),
     timeout: float = typer.Option(180.0, "--timeout", help="Seconds each child process may take."),
-    json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH", help="Also write the report as JSON ('-' for stdout)."),
+    json_path: Optional[str] = typer.Option(
+        None, "--json", metavar="PATH", help="Also write the report as JSON ('-' for stdout)."
+    ),
 ) -> None:
     """Run MODEL as it is and measure its production mistakes.
 
@@ -56,12 +74,18 @@ def doctor_command(
         )
     write_json(report.to_dict(), json_path)
     counts = {s: sum(f.severity == s for f in report.findings) for s in ("error", "warning", "info")}
-    console.print(f"[bold]{escape(report.model)}[/bold] ({escape(report.inputs)}): {counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} note(s) in {report.seconds:.1f} s\n")
+    console.print(
+        f"[bold]{escape(report.model)}[/bold] ({escape(report.inputs)}): {counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} note(s) in {report.seconds:.1f} s\n"
+    )
     for f in report.findings:
-        console.print(f"[{STYLE[f.severity]}]{f.severity:<7}[/] {f.code} {f.name}: {escape(f.message)}\n        fix: {escape(f.fix)}")
+        console.print(
+            f"[{STYLE[f.severity]}]{f.severity:<7}[/] {f.code} {f.name}: {escape(f.message)}\n        fix: {escape(f.fix)}"
+        )
     table = Table("probe", "status", "what was measured", box=None, title="\nprobes", title_justify="left")
     for p in report.probes:
-        table.add_row(p.probe, f"[{STYLE['error-probe' if p.status == 'error' else p.status]}]{p.status}[/]", escape(p.summary))
+        table.add_row(
+            p.probe, f"[{STYLE['error-probe' if p.status == 'error' else p.status]}]{p.status}[/]", escape(p.summary)
+        )
     console.print(table)
     raise typer.Exit(report.exit_code)
 

@@ -31,10 +31,18 @@ def load_fingerprint(path: str):  # -> Fingerprint
 
 
 def env_command(
-    other: Optional[str] = typer.Argument(None, metavar="[B.json]", help="With --diff: the second fingerprint (default: this machine)."),
-    diff: Optional[str] = typer.Option(None, "--diff", metavar="A.json", help="Compare fingerprint A with B (or with this machine)."),
-    json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH", help="Also write the report as JSON ('-' for stdout)."),
-    devices: bool = typer.Option(True, "--devices/--no-devices", help="List CUDA devices (initialises CUDA where present)."),
+    other: Optional[str] = typer.Argument(
+        None, metavar="[B.json]", help="With --diff: the second fingerprint (default: this machine)."
+    ),
+    diff: Optional[str] = typer.Option(
+        None, "--diff", metavar="A.json", help="Compare fingerprint A with B (or with this machine)."
+    ),
+    json_path: Optional[str] = typer.Option(
+        None, "--json", metavar="PATH", help="Also write the report as JSON ('-' for stdout)."
+    ),
+    devices: bool = typer.Option(
+        True, "--devices/--no-devices", help="List CUDA devices (initialises CUDA where present)."
+    ),
 ) -> None:
     """Show everything about this machine that can change a model's bits.
 

@@ -9,12 +9,21 @@ import typer
 MODEL_HELP = "MODEL: file.py:factory, package.module:factory, a TorchScript .pt, a torch.export .pt2, an .onnx file, or demo:NAME."
 
 ModelArg = typer.Argument("demo:mlp", metavar="[MODEL]", help=MODEL_HELP + " Default: demo:mlp.", show_default=False)
-InputOpt = typer.Option(None, "--input", metavar="FILE", help="Inputs from a .pt (weights_only), .npy or .safetensors file.")
-ShapeOpt = typer.Option(None, "--input-shape", metavar="4,3,32,32", help="Seeded random input of this shape (repeat for several arguments).")
-DtypeOpt = typer.Option(
-    None, "--dtype", metavar="D", help="A float dtype casts the model and its float inputs; with --input-shape, the dtype of the random inputs (once, or once per shape)."
+InputOpt = typer.Option(
+    None, "--input", metavar="FILE", help="Inputs from a .pt (weights_only), .npy or .safetensors file."
 )
-IntRangeOpt = typer.Option(None, "--int-range", metavar="LOW,HIGH", help="Range of integer --input-shape inputs (token ids), HIGH exclusive.")
+ShapeOpt = typer.Option(
+    None, "--input-shape", metavar="4,3,32,32", help="Seeded random input of this shape (repeat for several arguments)."
+)
+DtypeOpt = typer.Option(
+    None,
+    "--dtype",
+    metavar="D",
+    help="A float dtype casts the model and its float inputs; with --input-shape, the dtype of the random inputs (once, or once per shape).",
+)
+IntRangeOpt = typer.Option(
+    None, "--int-range", metavar="LOW,HIGH", help="Range of integer --input-shape inputs (token ids), HIGH exclusive."
+)
 
 
 def parse_ints(text: Optional[str], name: str) -> Optional[tuple[int, ...]]:
@@ -29,7 +38,14 @@ def parse_ints(text: Optional[str], name: str) -> Optional[tuple[int, ...]]:
         raise UserError(f"{name} must be a comma-separated list of integers, e.g. 1,2,4") from None
 
 
-def load_target(model: str, input_file: Optional[str], shapes: Optional[list[str]], dtypes: Optional[list[str]], int_range: Optional[str], seed: int) -> tuple[Any, Any, Optional[str]]:
+def load_target(
+    model: str,
+    input_file: Optional[str],
+    shapes: Optional[list[str]],
+    dtypes: Optional[list[str]],
+    int_range: Optional[str],
+    seed: int,
+) -> tuple[Any, Any, Optional[str]]:
     """Load MODEL and its inputs; return (loaded model, inputs, the dtype to cast the model to)."""
     from samebits.models import load_model, resolve_inputs
     from samebits.models.inputs import parse_dtype

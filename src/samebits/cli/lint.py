@@ -10,12 +10,20 @@ from samebits.errors import UserError
 
 
 def lint_command(
-    paths: Optional[list[str]] = typer.Argument(None, metavar="PATH...", help="Files or folders (default: the current folder)."),
+    paths: Optional[list[str]] = typer.Argument(
+        None, metavar="PATH...", help="Files or folders (default: the current folder)."
+    ),
     fmt: str = typer.Option("text", "--format", help="text, json or sarif (SARIF 2.1.0, for code scanning)."),
-    select: Optional[str] = typer.Option(None, "--select", metavar="CODES", help="Only these rules: codes, names or prefixes (SB1), comma-separated."),
+    select: Optional[str] = typer.Option(
+        None, "--select", metavar="CODES", help="Only these rules: codes, names or prefixes (SB1), comma-separated."
+    ),
     ignore: Optional[str] = typer.Option(None, "--ignore", metavar="CODES", help="Skip these rules."),
-    explain: Optional[str] = typer.Option(None, "--explain", metavar="CODE|NAME", help="Print what a rule does, why, an example and the fix."),
-    output: Optional[str] = typer.Option(None, "-o", "--output", metavar="FILE", help="Write the report to FILE instead of stdout."),
+    explain: Optional[str] = typer.Option(
+        None, "--explain", metavar="CODE|NAME", help="Print what a rule does, why, an example and the fix."
+    ),
+    output: Optional[str] = typer.Option(
+        None, "-o", "--output", metavar="FILE", help="Write the report to FILE instead of stdout."
+    ),
 ) -> None:
     """Lint Python files statically (the code is parsed, never imported or run).
 
@@ -56,7 +64,9 @@ def lint_command(
     else:
         typer.echo(text)
     if result.files == 0 and not result.findings and (result.errors or result.skipped):
-        raise UserError("no Python file could be read: " + "; ".join(f"{p}: {w}" for p, w in (result.errors + result.skipped)[:3]))
+        raise UserError(
+            "no Python file could be read: " + "; ".join(f"{p}: {w}" for p, w in (result.errors + result.skipped)[:3])
+        )
     if result.errors and result.files == len(result.errors):
         raise typer.Exit(2)
     raise typer.Exit(1 if result.findings else 0)

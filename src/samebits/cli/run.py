@@ -14,9 +14,13 @@ from samebits.errors import UserError
 def run_command(
     ctx: typer.Context,
     seed: int = typer.Option(0, "--seed", help="PYTHONHASHSEED and SAMEBITS_SEED for CMD."),
-    threads: Optional[int] = typer.Option(None, "--threads", min=1, help="OMP_NUM_THREADS and MKL_NUM_THREADS for CMD."),
+    threads: Optional[int] = typer.Option(
+        None, "--threads", min=1, help="OMP_NUM_THREADS and MKL_NUM_THREADS for CMD."
+    ),
     deterministic: bool = typer.Option(
-        False, "--deterministic", help="When CMD is python running a script, -m module or -c code: enter samebits.deterministic(seed) first."
+        False,
+        "--deterministic",
+        help="When CMD is python running a script, -m module or -c code: enter samebits.deterministic(seed) first.",
     ),
     verbose: bool = typer.Option(False, "-v", "--verbose", help="Say on stderr what was set and what was overridden."),
 ) -> None:
@@ -47,4 +51,7 @@ def run_command(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("run", context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "allow_interspersed_args": False})(run_command)
+    app.command(
+        "run",
+        context_settings={"allow_extra_args": True, "ignore_unknown_options": True, "allow_interspersed_args": False},
+    )(run_command)

@@ -16,11 +16,17 @@ STYLE = {"identical": "green", "close": "yellow", "diverged": "bold red"}
 
 def verify_command(
     golden: str = typer.Argument(..., metavar="FILE", help="A golden written by `samebits record`."),
-    model: Optional[str] = typer.Argument(None, metavar="[MODEL]", help="The model to verify. Default: the MODEL stored in the golden, only when it is data (demo:NAME, .pt2, .onnx); a file.py:factory, module:factory or .pt spec is code, so pass it here."),
+    model: Optional[str] = typer.Argument(
+        None,
+        metavar="[MODEL]",
+        help="The model to verify. Default: the MODEL stored in the golden, only when it is data (demo:NAME, .pt2, .onnx); a file.py:factory, module:factory or .pt spec is code, so pass it here.",
+    ),
     exact: bool = typer.Option(False, "--exact", help="Require identical bits, whatever the machine."),
     atol: Optional[float] = typer.Option(None, "--atol", help="Absolute tolerance (with --rtol)."),
     rtol: Optional[float] = typer.Option(None, "--rtol", help="Relative tolerance (with --atol)."),
-    json_path: Optional[str] = typer.Option(None, "--json", metavar="PATH", help="Also write the report as JSON ('-' for stdout)."),
+    json_path: Optional[str] = typer.Option(
+        None, "--json", metavar="PATH", help="Also write the report as JSON ('-' for stdout)."
+    ),
 ) -> None:
     """Re-run a golden's model and say what changed, by how much, and why.
 
@@ -39,9 +45,13 @@ def verify_command(
     bad = [c for c in report.items if c.verdict != "identical"]
     when = report.recorded.get("created") or "?"
     if report.verdict == "identical":
-        console.print(f"[green]identical[/]: all {len(report.items)} outputs have the recorded bits ({escape(report.golden)}, recorded {when})")
+        console.print(
+            f"[green]identical[/]: all {len(report.items)} outputs have the recorded bits ({escape(report.golden)}, recorded {when})"
+        )
     else:
-        console.print(f"[{STYLE[report.verdict]}]{report.verdict}[/]: {len(bad)} of {len(report.items)} outputs differ from {escape(report.golden)} (recorded {when})")
+        console.print(
+            f"[{STYLE[report.verdict]}]{report.verdict}[/]: {len(bad)} of {len(report.items)} outputs differ from {escape(report.golden)} (recorded {when})"
+        )
     console.print(f"comparison: {report.policy} ({escape(report.policy_reason)})")
     if bad:
         table = Table("output", "verdict", box=None)
@@ -51,7 +61,9 @@ def verify_command(
         for c in bad:
             console.print(f"\n[bold]{escape(c.path or '<output>')}[/bold]\n{escape(c.message())}")
         if report.first_module:
-            console.print(f"\nfirst module whose output changed since recording: [bold]{escape(report.first_module)}[/bold]")
+            console.print(
+                f"\nfirst module whose output changed since recording: [bold]{escape(report.first_module)}[/bold]"
+            )
     causes = report.likely_causes()
     if causes:
         console.print("\nthis machine differs from the recording in:")

@@ -2,7 +2,14 @@
 
 from samebits.determinism.catalog import snapshot
 from samebits.determinism.context import DeterminismRecord, deterministic, fast
-from samebits.determinism.rng import capture_rng_states, dataloader_kwargs, isolate_rng, restore_rng_states, seed_everything, worker_init_fn
+from samebits.determinism.rng import (
+    capture_rng_states,
+    dataloader_kwargs,
+    isolate_rng,
+    restore_rng_states,
+    seed_everything,
+    worker_init_fn,
+)
 from samebits.determinism.switches import SwitchChange
 
 __all__ = [

@@ -30,7 +30,12 @@ def attr(owner: Callable[[], Any], attribute: str, name: str, inert: Callable[[]
     return Switch(name, lambda: getattr(owner(), attribute), lambda value: setattr(owner(), attribute, value), inert)
 
 
-def getset(get: Callable[[], Any] | None, set_: Callable[[Any], None] | None, name: str, inert: Callable[[], str | None] = lambda: None) -> Switch:
+def getset(
+    get: Callable[[], Any] | None,
+    set_: Callable[[Any], None] | None,
+    name: str,
+    inert: Callable[[], str | None] = lambda: None,
+) -> Switch:
     """A switch read and written through a getter/setter pair (``None`` where torch lacks it)."""
 
     def read() -> Any:
@@ -76,8 +81,18 @@ def reduced_precision_reductions() -> list[Switch]:
     C = torch._C
     matmul = lambda: B.cuda.matmul  # noqa: E731
     return [
-        attr(matmul, "allow_fp16_reduced_precision_reduction", "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction", _no_cuda),
-        attr(matmul, "allow_bf16_reduced_precision_reduction", "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction", _no_cuda),
+        attr(
+            matmul,
+            "allow_fp16_reduced_precision_reduction",
+            "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction",
+            _no_cuda,
+        ),
+        attr(
+            matmul,
+            "allow_bf16_reduced_precision_reduction",
+            "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction",
+            _no_cuda,
+        ),
         attr(matmul, "allow_fp16_accumulation", "torch.backends.cuda.matmul.allow_fp16_accumulation", _no_cuda),
         getset(
             _fn(B.cuda, "fp16_bf16_reduction_math_sdp_allowed"),
@@ -96,7 +111,11 @@ def sdpa_backends(math_only: bool) -> list[tuple[Switch, bool]]:
     """SDPA backend choice: with ``math_only`` every fused kernel is off and the math one on."""
     out = []
     for kind in ("flash", "mem_efficient", "cudnn", "math"):
-        sw = getset(_fn(B.cuda, f"{kind}_sdp_enabled"), _fn(B.cuda, f"enable_{kind}_sdp"), f"torch.backends.cuda.{kind}_sdp_enabled")
+        sw = getset(
+            _fn(B.cuda, f"{kind}_sdp_enabled"),
+            _fn(B.cuda, f"enable_{kind}_sdp"),
+            f"torch.backends.cuda.{kind}_sdp_enabled",
+        )
         out.append((sw, kind == "math" if math_only else True))
     return out
 
@@ -132,7 +151,9 @@ def env_switch(var: str) -> Switch:
 
 def cublas_workspace() -> Switch:
     sw = env_switch("CUBLAS_WORKSPACE_CONFIG")
-    sw.one_way = lambda: "one-way: cuBLAS has read it (CUDA is initialised), so it stays set" if cuda_initialized() else None
+    sw.one_way = lambda: (
+        "one-way: cuBLAS has read it (CUDA is initialised), so it stays set" if cuda_initialized() else None
+    )
     return sw
 
 
@@ -141,7 +162,10 @@ def all_flags() -> list[Switch]:
     switches = [deterministic_algorithms(), fill_uninitialized_memory(), *cudnn_flags(), mkldnn_deterministic()]
     switches += reduced_precision_reductions()
     switches += [sw for sw, _ in sdpa_backends(False)]
-    switches += [intra_op_threads(), getset(torch.get_num_interop_threads, torch.set_num_interop_threads, "torch.get_num_interop_threads")]
+    switches += [
+        intra_op_threads(),
+        getset(torch.get_num_interop_threads, torch.set_num_interop_threads, "torch.get_num_interop_threads"),
+    ]
     return switches
 
 

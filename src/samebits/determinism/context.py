@@ -106,7 +106,14 @@ def _note_env_side_effects(session: SwitchSession, before: set[str]) -> None:
 def _rng_change(seed: int, before: dict[str, Any] | None, device: str | None) -> SwitchChange:
     names = ", ".join(before or {})
     digest = hashlib.sha256(repr(before).encode()).hexdigest()[:12]
-    return SwitchChange(f"RNG states ({names})", f"state {digest}", f"seeded {seed}", changed=True, effective=True, note="restored on exit")
+    return SwitchChange(
+        f"RNG states ({names})",
+        f"state {digest}",
+        f"seeded {seed}",
+        changed=True,
+        effective=True,
+        note="restored on exit",
+    )
 
 
 def _hash_seed_entry() -> SwitchChange:
@@ -114,7 +121,14 @@ def _hash_seed_entry() -> SwitchChange:
     if sys.flags.hash_randomization:
         note = f"hash randomisation is active in this interpreter; setting PYTHONHASHSEED now does nothing: {RUN_HINT}"
         return SwitchChange("PYTHONHASHSEED", value, value, changed=False, effective=False, note=note)
-    return SwitchChange("PYTHONHASHSEED", value, value, changed=False, effective=True, note="hash randomisation is off for this interpreter")
+    return SwitchChange(
+        "PYTHONHASHSEED",
+        value,
+        value,
+        changed=False,
+        effective=True,
+        note="hash randomisation is off for this interpreter",
+    )
 
 
 def _cublas_entry(session: SwitchSession) -> None:
@@ -124,10 +138,28 @@ def _cublas_entry(session: SwitchSession) -> None:
     if catalog.cuda_initialized():
         value = sw.read()
         ok = value in (":4096:8", ":16:8") or not catalog.torch_checks_cublas_workspace()
-        session.note(SwitchChange(sw.name, value, value, changed=False, effective=ok, note="CUDA is initialised: cuBLAS has read it already"))
+        session.note(
+            SwitchChange(
+                sw.name,
+                value,
+                value,
+                changed=False,
+                effective=ok,
+                note="CUDA is initialised: cuBLAS has read it already",
+            )
+        )
     elif not catalog.torch_checks_cublas_workspace():
         value = sw.read()
-        session.note(SwitchChange(sw.name, value, value, changed=False, effective=True, note="not needed: this torch allocates cuBLAS workspaces deterministically"))
+        session.note(
+            SwitchChange(
+                sw.name,
+                value,
+                value,
+                changed=False,
+                effective=True,
+                note="not needed: this torch allocates cuBLAS workspaces deterministically",
+            )
+        )
     elif sw.read() not in (":4096:8", ":16:8"):
         session.set(sw, ":4096:8")
 
@@ -143,7 +175,15 @@ class deterministic(_Profile):
 
     profile = "deterministic"
 
-    def __init__(self, seed: int = 0, *, threads: int | None = None, warn_only: bool = False, sdpa_math: bool = False, device: str | None = None) -> None:
+    def __init__(
+        self,
+        seed: int = 0,
+        *,
+        threads: int | None = None,
+        warn_only: bool = False,
+        sdpa_math: bool = False,
+        device: str | None = None,
+    ) -> None:
         super().__init__(device)
         self.seed = check_seed(seed)
         if threads is not None and threads < 1:

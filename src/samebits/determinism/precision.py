@@ -93,13 +93,19 @@ def apply(allow_reduced: bool) -> None:
 
 def matches(state: Fp32State, allow_reduced: bool) -> bool:
     leaf = "tf32" if allow_reduced else "ieee"
-    legacy_ok = state.matmul_precision == ("high" if allow_reduced else "highest") and state.cudnn_allow_tf32 is allow_reduced
+    legacy_ok = (
+        state.matmul_precision == ("high" if allow_reduced else "highest") and state.cudnn_allow_tf32 is allow_reduced
+    )
     return legacy_ok and all(value == leaf for name, value in state.precision if name in _LEAVES)
 
 
 def restore(state: Fp32State) -> None:
     """Put back ``state``: try the legacy storage values that could have produced it, known ones first."""
-    matmul = [state.matmul_precision] if isinstance(state.matmul_precision, str) and not state.matmul_precision.startswith("<") else []
+    matmul = (
+        [state.matmul_precision]
+        if isinstance(state.matmul_precision, str) and not state.matmul_precision.startswith("<")
+        else []
+    )
     matmul += [p for p in ("highest", "high", "medium") if p not in matmul]
     cudnn = [state.cudnn_allow_tf32] if isinstance(state.cudnn_allow_tf32, bool) else []
     cudnn += [b for b in (True, False) if b not in cudnn]
@@ -125,5 +131,10 @@ def views() -> dict[str, Any]:
         "torch.backends.cuda.matmul.allow_tf32": state.cublas_allow_tf32,
         "torch.backends.cudnn.allow_tf32": state.cudnn_allow_tf32,
     }
-    out.update({f"torch.backends.{'' if name == 'generic' else name + '.'}fp32_precision": value for name, value in state.precision})
+    out.update(
+        {
+            f"torch.backends.{'' if name == 'generic' else name + '.'}fp32_precision": value
+            for name, value in state.precision
+        }
+    )
     return out

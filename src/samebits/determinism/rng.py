@@ -60,7 +60,11 @@ def seed_rngs(seed: int, *, device: str | None = None) -> None:
 
 def capture_rng_states(device: str | None = None) -> dict[str, Any]:
     """The states of Python's, NumPy's and torch's global RNGs (CUDA only when in reach)."""
-    states: dict[str, Any] = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    states: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
     if cuda_rng_in_reach(device):
         states["cuda"] = torch.cuda.get_rng_state_all()
     return states

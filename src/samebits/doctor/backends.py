@@ -16,7 +16,13 @@ from samebits.tensors.compare import compare
 BACKENDS = ("torchscript", "onnxruntime", "compile")
 
 
-def try_backends(model: Any, inputs: ModelInputs, names: tuple[str, ...], eager: Callable[[], Any], timer: Callable[..., dict[str, float]]) -> list[dict[str, Any]]:
+def try_backends(
+    model: Any,
+    inputs: ModelInputs,
+    names: tuple[str, ...],
+    eager: Callable[[], Any],
+    timer: Callable[..., dict[str, float]],
+) -> list[dict[str, Any]]:
     """For each backend: speed relative to eager, and whether its outputs have eager's bits."""
     results = []
     reference = eager()
@@ -32,7 +38,14 @@ def try_backends(model: Any, inputs: ModelInputs, names: tuple[str, ...], eager:
                     times = timer({"eager": eager, name: lambda: runner(*inputs.args, **inputs.kwargs)})
                 result = compare(reference, out)
                 worst = result.first_difference()
-                entry.update(status="ran", speedup=round(times["eager"] / times[name], 2), identical=result.identical, max_abs=worst.max_abs if worst else 0.0, difference=worst.brief() if worst else "identical bits", log=built.log)
+                entry.update(
+                    status="ran",
+                    speedup=round(times["eager"] / times[name], 2),
+                    identical=result.identical,
+                    max_abs=worst.max_abs if worst else 0.0,
+                    difference=worst.brief() if worst else "identical bits",
+                    log=built.log,
+                )
             except BackendUnavailable as exc:
                 entry.update(status="skipped", reason=str(exc))
             except Exception as exc:

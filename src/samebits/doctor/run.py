@@ -18,7 +18,14 @@ from samebits.errors import UserError, first_line
 from samebits.lint.rules import BY_CODE
 from samebits.models import LoadedModel, ModelInputs
 from samebits.models.target import as_loaded, inputs_for, spec_of
-from samebits.probe.guard import ForwardError, check_forward, describe_inputs, model_state_kept, torch_env_kept, training_modules
+from samebits.probe.guard import (
+    ForwardError,
+    check_forward,
+    describe_inputs,
+    model_state_kept,
+    torch_env_kept,
+    training_modules,
+)
 from samebits.probe.prepare import prepare
 from samebits.probe.batching import batch_size_of, random_neighbour, stack_samples, take_sample
 from samebits.probe.processes import ChildJob, ChildRunner
@@ -26,7 +33,9 @@ from samebits.probe.timing import median_seconds
 from samebits.tensors.tree import flatten
 
 
-def _finding(code: str, severity: str, message: str, details: dict[str, Any] | None = None, fix: str | None = None) -> DoctorFinding:
+def _finding(
+    code: str, severity: str, message: str, details: dict[str, Any] | None = None, fix: str | None = None
+) -> DoctorFinding:
     rule = BY_CODE[code]
     return DoctorFinding(code, rule.name, severity, message, fix or rule.fix, details or {})  # type: ignore[arg-type]
 
@@ -48,8 +57,22 @@ def default_memory_cap_mb() -> float:
 
 
 class _Doctor:
-    def __init__(self, loaded: LoadedModel, inputs: ModelInputs, spec: str | None, options: dict[str, Any], say: Callable[[str], None]) -> None:
-        self.loaded, self.model, self.inputs, self.spec, self.options, self.say = loaded, loaded.model, inputs, spec, options, say
+    def __init__(
+        self,
+        loaded: LoadedModel,
+        inputs: ModelInputs,
+        spec: str | None,
+        options: dict[str, Any],
+        say: Callable[[str], None],
+    ) -> None:
+        self.loaded, self.model, self.inputs, self.spec, self.options, self.say = (
+            loaded,
+            loaded.model,
+            inputs,
+            spec,
+            options,
+            say,
+        )
         self.findings: list[DoctorFinding] = []
         self.probes: list[ProbeStatus] = []
         self.details: dict[str, Any] = {}  # what the running probe measured
@@ -72,8 +95,17 @@ class _Doctor:
             return "skipped: not an nn.Module (a TorchScript or ONNX model has no training flags to read)"
         found = training_modules(self.model)
         if found:
-            names = ", ".join(f"{n} ({t})" for n, t in found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
-            self.findings.append(_finding("SB151", "error", f"{len(found)} module(s) in training mode: {names}", {"modules": [n for n, _ in found]}))
+            names = ", ".join(f"{n} ({t})" for n, t in found[:5]) + (
+                f" and {len(found) - 5} more" if len(found) > 5 else ""
+            )
+            self.findings.append(
+                _finding(
+                    "SB151",
+                    "error",
+                    f"{len(found)} module(s) in training mode: {names}",
+                    {"modules": [n for n, _ in found]},
+                )
+            )
         return f"{len(found)} training-sensitive module(s) in training mode"
 
     def grad(self) -> str:
@@ -83,16 +115,32 @@ class _Doctor:
         params = sum(1 for p in self.model.parameters() if p.requires_grad) if isinstance(self.model, nn.Module) else 0
         if with_grad:
             self.findings.append(
-                _finding("SB351", "error", f"outputs carry grad_fn ({', '.join(p or '<output>' for p in with_grad[:3])}): grad mode is on and {params} parameter tensor(s) require grad", {"paths": with_grad})
+                _finding(
+                    "SB351",
+                    "error",
+                    f"outputs carry grad_fn ({', '.join(p or '<output>' for p in with_grad[:3])}): grad mode is on and {params} parameter tensor(s) require grad",
+                    {"paths": with_grad},
+                )
             )
         return f"outputs with grad_fn: {len(with_grad)}; parameters requiring grad: {params}"
 
     def memory(self) -> str:
         iterations, cap = self.options["iterations"], self.options["memory_cap_mb"]
-        with ChildRunner(self.model, self.inputs, spec=self.spec, seed=0, device=self.options["device"], dtype=None, timeout=self.options["timeout"]) as runner:
+        with ChildRunner(
+            self.model,
+            self.inputs,
+            spec=self.spec,
+            seed=0,
+            device=self.options["device"],
+            dtype=None,
+            timeout=self.options["timeout"],
+        ) as runner:
             if runner.skip_reason:
                 return f"skipped: {runner.skip_reason}; pass a MODEL spec so that a fresh process can load it"
-            jobs = [ChildJob(mode, {}, task="memory", params={"mode": mode, "iterations": iterations, "cap_mb": cap}) for mode in ("as-is", "inference_mode")]
+            jobs = [
+                ChildJob(mode, {}, task="memory", params={"mode": mode, "iterations": iterations, "cap_mb": cap})
+                for mode in ("as-is", "inference_mode")
+            ]
             as_is, inference = runner.run(jobs)
         for r in (as_is, inference):
             if r.error:
@@ -108,7 +156,9 @@ class _Doctor:
         # Only a graph kept alive by grad_fn explains the extra memory; without one the
         # difference is allocator noise (freed memory that RSS does not give back at once).
         if a["carries_grad"] and (a["capped"] or extra > 0.5):
-            self.findings.append(_finding("SB352", "error", text + f": {per_output:.2f} MB retained per kept output", self.details))
+            self.findings.append(
+                _finding("SB352", "error", text + f": {per_output:.2f} MB retained per kept output", self.details)
+            )
         return text
 
     def batching(self) -> str:
@@ -125,12 +175,23 @@ class _Doctor:
                 s.call(self.model)
 
         with torch.inference_mode():
-            times = median_seconds({"one": one_by_one, "batched": lambda: batch.call(self.model)}, rounds=5, budget=self.options["budget"])
+            times = median_seconds(
+                {"one": one_by_one, "batched": lambda: batch.call(self.model)}, rounds=5, budget=self.options["budget"]
+            )
         speedup = times["one"] / times["batched"]
         rate_one, rate_batch = n / times["one"], n / times["batched"]
-        text = f"one sample at a time {rate_one:,.0f} samples/s; batched {n}: {rate_batch:,.0f} samples/s ({speedup:.1f}x)"
+        text = (
+            f"one sample at a time {rate_one:,.0f} samples/s; batched {n}: {rate_batch:,.0f} samples/s ({speedup:.1f}x)"
+        )
         if speedup >= 2.0:
-            self.findings.append(_finding("SB251", "warning", f"batching {n} gives {speedup:.1f}x the throughput of one sample per forward ({rate_one:,.0f} -> {rate_batch:,.0f} samples/s)", {"speedup": round(speedup, 2)}))
+            self.findings.append(
+                _finding(
+                    "SB251",
+                    "warning",
+                    f"batching {n} gives {speedup:.1f}x the throughput of one sample per forward ({rate_one:,.0f} -> {rate_batch:,.0f} samples/s)",
+                    {"speedup": round(speedup, 2)},
+                )
+            )
         return text
 
     def batch_variance(self) -> str:
@@ -142,18 +203,39 @@ class _Doctor:
         if result.verdict == "error":
             raise RuntimeError(result.reason)
         if result.verdict == "diverged":
-            self.findings.append(_finding("SB152", "warning", f"a sample's bits change with the batch size: {result.summary}", {"groups": result.details.get("groups")}))
+            self.findings.append(
+                _finding(
+                    "SB152",
+                    "warning",
+                    f"a sample's bits change with the batch size: {result.summary}",
+                    {"groups": result.details.get("groups")},
+                )
+            )
         return result.summary
 
     def threads(self) -> str:
         cores, threads = available_cores(), torch.get_num_threads()
         pinned = {v: os.environ[v] for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS") if v in os.environ}
-        text = f"torch uses {threads} intra-op thread(s) on {cores} available core(s)" + (f"; {', '.join(f'{k}={v}' for k, v in pinned.items())}" if pinned else "")
+        text = f"torch uses {threads} intra-op thread(s) on {cores} available core(s)" + (
+            f"; {', '.join(f'{k}={v}' for k, v in pinned.items())}" if pinned else ""
+        )
         if threads > cores:
-            self.findings.append(_finding("SB153", "warning", f"{threads} threads on {cores} cores: parallel ops fight for the cores", {"threads": threads, "cores": cores}))
+            self.findings.append(
+                _finding(
+                    "SB153",
+                    "warning",
+                    f"{threads} threads on {cores} cores: parallel ops fight for the cores",
+                    {"threads": threads, "cores": cores},
+                )
+            )
         elif not pinned:
             self.findings.append(
-                _finding("SB153", "info", f"the thread count ({threads}) is not pinned before start (OMP_NUM_THREADS unset): another machine or container picks another count, and reductions other bits", {"threads": threads, "cores": cores})
+                _finding(
+                    "SB153",
+                    "info",
+                    f"the thread count ({threads}) is not pinned before start (OMP_NUM_THREADS unset): another machine or container picks another count, and reductions other bits",
+                    {"threads": threads, "cores": cores},
+                )
             )
         return text
 
@@ -163,7 +245,13 @@ class _Doctor:
             return "skipped: no backend asked for"
         if not isinstance(self.model, nn.Module) or isinstance(self.model, torch.jit.ScriptModule):
             return "skipped: only an eager nn.Module can be converted here"
-        results = try_backends(self.model, self.inputs, names, lambda: self.inputs.call(self.model), lambda fns: median_seconds(fns, rounds=7, budget=self.options["budget"]))
+        results = try_backends(
+            self.model,
+            self.inputs,
+            names,
+            lambda: self.inputs.call(self.model),
+            lambda fns: median_seconds(fns, rounds=7, budget=self.options["budget"]),
+        )
         parts = []
         for r in results:
             if r["status"] != "ran":
@@ -172,7 +260,11 @@ class _Doctor:
             bits = "identical bits" if r["identical"] else f"bits differ ({r['difference']})"
             parts.append(f"{r['backend']} {r['speedup']:.2f}x, {bits}")
             if r["speedup"] >= 1.2:
-                self.findings.append(_finding("SB252", "info", f"{r['backend']} runs {r['speedup']:.1f}x faster than eager here, {bits}", r))
+                self.findings.append(
+                    _finding(
+                        "SB252", "info", f"{r['backend']} runs {r['speedup']:.1f}x faster than eager here, {bits}", r
+                    )
+                )
         return "; ".join(parts)
 
 
@@ -206,10 +298,20 @@ def doctor(
     spec = spec_of(loaded)
     model_inputs = inputs_for(loaded, inputs)
     loaded.model, model_inputs = prepare(loaded.model, model_inputs, device)
-    options = {"device": device, "iterations": iterations, "memory_cap_mb": memory_cap_mb or default_memory_cap_mb(), "batch": batch, "backends": backends, "timeout": timeout, "budget": budget}
+    options = {
+        "device": device,
+        "iterations": iterations,
+        "memory_cap_mb": memory_cap_mb or default_memory_cap_mb(),
+        "batch": batch,
+        "backends": backends,
+        "timeout": timeout,
+        "budget": budget,
+    }
     d = _Doctor(loaded, model_inputs, spec, options, say)
     with torch_env_kept(), model_state_kept(loaded.model) as reset:
-        d.probe("training mode", d.training_mode)  # module flags only: a model that cannot run in train mode still gets it
+        d.probe(
+            "training mode", d.training_mode
+        )  # module flags only: a model that cannot run in train mode still gets it
         try:
             check_forward(loaded.model, model_inputs)
         except ForwardError as exc:
@@ -233,5 +335,13 @@ def doctor(
 def _report(loaded: LoadedModel, model_inputs: ModelInputs, d: _Doctor, device: str, start: float) -> DoctorReport:
     order = {"error": 0, "warning": 1, "info": 2}
     findings = sorted(d.findings, key=lambda f: order[f.severity])
-    env = {"torch": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability(), "threads": torch.get_num_threads(), "cores": available_cores(), "device": device}
-    return DoctorReport(loaded.spec, describe_inputs(model_inputs), findings, d.probes, env, round(time.monotonic() - start, 2))
+    env = {
+        "torch": torch.__version__,
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "threads": torch.get_num_threads(),
+        "cores": available_cores(),
+        "device": device,
+    }
+    return DoctorReport(
+        loaded.spec, describe_inputs(model_inputs), findings, d.probes, env, round(time.monotonic() - start, 2)
+    )

@@ -87,7 +87,11 @@ class Fingerprint:
             schema_version=SCHEMA_VERSION,
             samebits=__version__,
             python=platform.python_version(),
-            platform={"system": platform.system(), "machine": platform.machine(), "implementation": platform.python_implementation()},
+            platform={
+                "system": platform.system(),
+                "machine": platform.machine(),
+                "implementation": platform.python_implementation(),
+            },
             packages=packages,
             torch_build=_torch_build(torch),
             cpu=_cpu(torch),
@@ -110,7 +114,9 @@ class Fingerprint:
         if not isinstance(data, dict) or "schema_version" not in data:
             raise ValueError("not a samebits fingerprint (no schema_version)")
         if not isinstance(data["schema_version"], int) or data["schema_version"] > SCHEMA_VERSION:
-            raise ValueError(f"fingerprint schema_version {data['schema_version']!r} is newer than this samebits reads ({SCHEMA_VERSION}); upgrade samebits")
+            raise ValueError(
+                f"fingerprint schema_version {data['schema_version']!r} is newer than this samebits reads ({SCHEMA_VERSION}); upgrade samebits"
+            )
         names = [f.name for f in dataclasses.fields(cls)]
         missing = [n for n in names if n not in data]
         if missing:
@@ -186,5 +192,7 @@ def _devices(torch: Any, devices: bool | None) -> list[dict[str, Any]]:
     out = []
     for i in range(torch.cuda.device_count()):
         p = torch.cuda.get_device_properties(i)
-        out.append({"name": p.name, "capability": f"{p.major}.{p.minor}", "memory_gib": round(p.total_memory / 2**30, 1)})
+        out.append(
+            {"name": p.name, "capability": f"{p.major}.{p.minor}", "memory_gib": round(p.total_memory / 2**30, 1)}
+        )
     return out

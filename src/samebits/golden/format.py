@@ -73,7 +73,10 @@ class Golden:
         if not isinstance(stored, dict):
             raise GoldenError("the golden's stored inputs are malformed (not a JSON object)")
         try:
-            args, kwargs = tree.unskeleton(stored.get("args", []), self.tensors), tree.unskeleton(stored.get("kwargs", {}), self.tensors)
+            args, kwargs = (
+                tree.unskeleton(stored.get("args", []), self.tensors),
+                tree.unskeleton(stored.get("kwargs", {}), self.tensors),
+            )
         except tree.TreeError as exc:
             raise GoldenError(f"the golden's stored inputs cannot be rebuilt: {exc}") from None
         if not isinstance(args, list) or not isinstance(kwargs, dict):
@@ -89,23 +92,45 @@ def write_golden(path: Path, header: dict[str, Any], tensors: dict[str, torch.Te
 
     path.parent.mkdir(parents=True, exist_ok=True)
     metadata = {HEADER_KEY: json.dumps({**header, "encoding": ENCODING}, sort_keys=True, default=str)}
-    atomic_write(path, lambda tmp: save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp), metadata=metadata), overwrite=overwrite)
+    atomic_write(
+        path,
+        lambda tmp: save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp), metadata=metadata),
+        overwrite=overwrite,
+    )
 
 
-_HEADER_TYPES: dict[str, type | tuple[type, ...]] = {"output_paths": list, "output_values": dict, "digests": dict, "inputs": dict, "fingerprint": dict, "profile": dict, "trace": list}
+_HEADER_TYPES: dict[str, type | tuple[type, ...]] = {
+    "output_paths": list,
+    "output_values": dict,
+    "digests": dict,
+    "inputs": dict,
+    "fingerprint": dict,
+    "profile": dict,
+    "trace": list,
+}
 
 
 def _check_types(p: Path, header: dict[str, Any]) -> None:
     """Every header field has the type samebits wrote: a damaged file is one line, not a crash."""
     for key, kind in _HEADER_TYPES.items():
         if key in header and not isinstance(header[key], kind):
-            raise GoldenError(f"'{p}': the golden header's {key} is a {type(header[key]).__name__}; the file is damaged")
+            raise GoldenError(
+                f"'{p}': the golden header's {key} is a {type(header[key]).__name__}; the file is damaged"
+            )
     if not all(isinstance(path, str) for path in header["output_paths"]):
         raise GoldenError(f"'{p}': the golden header's output_paths are not all strings; the file is damaged")
     profile = header["profile"]
-    if profile.get("name") not in ("deterministic", "none") or not isinstance(profile.get("seed"), int) or not isinstance(profile.get("threads"), (int, type(None))):
-        raise GoldenError(f"'{p}': the golden header's profile is malformed ({json.dumps(profile)[:80]}); the file is damaged")
-    if not all(isinstance(m, dict) and {"name", "type", "call", "inputs", "outputs"} <= set(m) for m in header.get("trace", [])):
+    if (
+        profile.get("name") not in ("deterministic", "none")
+        or not isinstance(profile.get("seed"), int)
+        or not isinstance(profile.get("threads"), (int, type(None)))
+    ):
+        raise GoldenError(
+            f"'{p}': the golden header's profile is malformed ({json.dumps(profile)[:80]}); the file is damaged"
+        )
+    if not all(
+        isinstance(m, dict) and {"name", "type", "call", "inputs", "outputs"} <= set(m) for m in header.get("trace", [])
+    ):
         raise GoldenError(f"'{p}': the golden header's trace is malformed; the file is damaged")
 
 
@@ -125,9 +150,13 @@ def read_golden(path: str | Path) -> Golden:
             # offsets, and MKL's GEMM gave other bits for the same values at a 4-byte offset.
             tensors = {name: f.get_tensor(name).clone() for name in f.keys()}
     except Exception as exc:
-        raise GoldenError(f"'{p}' is not a readable safetensors file (corrupt or truncated): {first_line(exc)}") from None
+        raise GoldenError(
+            f"'{p}' is not a readable safetensors file (corrupt or truncated): {first_line(exc)}"
+        ) from None
     if HEADER_KEY not in metadata:
-        raise GoldenError(f"'{p}' is a safetensors file but not a samebits golden (no '{HEADER_KEY}' metadata); record one with `samebits record`")
+        raise GoldenError(
+            f"'{p}' is a safetensors file but not a samebits golden (no '{HEADER_KEY}' metadata); record one with `samebits record`"
+        )
     try:
         header = json.loads(metadata[HEADER_KEY])
     except json.JSONDecodeError:
@@ -135,15 +164,25 @@ def read_golden(path: str | Path) -> Golden:
     if not isinstance(header, dict):
         raise GoldenError(f"'{p}': the samebits metadata is not a JSON object")
     if header.get("encoding") != ENCODING:
-        raise GoldenError(f"'{p}' claims encoding {header.get('encoding')!r}; samebits reads only {ENCODING!r} and never unpickles")
+        raise GoldenError(
+            f"'{p}' claims encoding {header.get('encoding')!r}; samebits reads only {ENCODING!r} and never unpickles"
+        )
     version = header.get("schema_version")
     if version != SCHEMA_VERSION:
-        raise GoldenError(f"'{p}' has golden schema_version {version!r}; this samebits reads {SCHEMA_VERSION} (upgrade samebits)")
-    missing = [k for k in ("output_paths", "output_values", "digests", "inputs", "fingerprint", "profile") if k not in header]
+        raise GoldenError(
+            f"'{p}' has golden schema_version {version!r}; this samebits reads {SCHEMA_VERSION} (upgrade samebits)"
+        )
+    missing = [
+        k for k in ("output_paths", "output_values", "digests", "inputs", "fingerprint", "profile") if k not in header
+    ]
     if missing:
         raise GoldenError(f"'{p}': the golden header lacks {', '.join(missing)}")
     _check_types(p, header)
-    absent = [path for path in header["output_paths"] if tensor_name("outputs", path) not in tensors and path not in header["output_values"]]
+    absent = [
+        path
+        for path in header["output_paths"]
+        if tensor_name("outputs", path) not in tensors and path not in header["output_values"]
+    ]
     if absent:
         raise GoldenError(f"'{p}': outputs {', '.join(absent[:3])} are listed but not stored")
     return Golden(header, tensors)

@@ -36,7 +36,14 @@ def bit_relevant_changes(recorded: dict[str, Any], current: Fingerprint) -> tupl
     return old.diff(current), None
 
 
-def choose_policy(changes: list[FieldChange], unreadable: str | None, *, exact: bool = False, atol: float | None = None, rtol: float | None = None) -> Policy:
+def choose_policy(
+    changes: list[FieldChange],
+    unreadable: str | None,
+    *,
+    exact: bool = False,
+    atol: float | None = None,
+    rtol: float | None = None,
+) -> Policy:
     """``--exact`` wins, then ``--atol/--rtol``; otherwise bits when no bit-relevant field of the
     fingerprint changed, and torch's per-dtype tolerances when one did."""
     if exact and (atol is not None or rtol is not None):
@@ -54,4 +61,6 @@ def choose_policy(changes: list[FieldChange], unreadable: str | None, *, exact: 
     if not relevant:
         return Policy("exact", "the fingerprint matches in every field that changes bits, so bits must match")
     names = ", ".join(c.field for c in relevant[:4]) + (" ..." if len(relevant) > 4 else "")
-    return Policy("dtype-defaults", f"{len(relevant)} field(s) that change bits differ ({names}): torch's per-dtype tolerances")
+    return Policy(
+        "dtype-defaults", f"{len(relevant)} field(s) that change bits differ ({names}): torch's per-dtype tolerances"
+    )

@@ -54,13 +54,19 @@ def run_profiled(model: Any, inputs: ModelInputs, profile: dict[str, Any]) -> tu
     from samebits.determinism import deterministic, isolate_rng
     from samebits.probe.trace import traced_forward
 
-    context = deterministic(profile["seed"], threads=profile.get("threads")) if profile["name"] == "deterministic" else isolate_rng()
+    context = (
+        deterministic(profile["seed"], threads=profile.get("threads"))
+        if profile["name"] == "deterministic"
+        else isolate_rng()
+    )
     with context:
         output, trace, _ = traced_forward(model, inputs)
     return output, trace
 
 
-def build_golden(loaded: LoadedModel, inputs: ModelInputs, profile: dict[str, Any], spec: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
+def build_golden(
+    loaded: LoadedModel, inputs: ModelInputs, profile: dict[str, Any], spec: str | None
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """The header and tensors of a golden for ``loaded`` on ``inputs``."""
     import torch
 

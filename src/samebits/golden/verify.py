@@ -48,11 +48,19 @@ class VerifyReport:
 
     def likely_causes(self) -> list[str]:
         """``"cpu.capability AVX512 -> AVX2: CPU capability: ..."`` for each bit-relevant change."""
-        return [f"{c['field']} {c['old']} -> {c['new']}: {c['note']}" for c in self.fingerprint_changes if c["affects_bits"]]
+        return [
+            f"{c['field']} {c['old']} -> {c['new']}: {c['note']}" for c in self.fingerprint_changes if c["affects_bits"]
+        ]
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
-        data.update(kind="verify", verdict=self.verdict, ok=self.ok, exit_code=self.exit_code, likely_causes=self.likely_causes())
+        data.update(
+            kind="verify",
+            verdict=self.verdict,
+            ok=self.ok,
+            exit_code=self.exit_code,
+            likely_causes=self.likely_causes(),
+        )
         return data
 
 
@@ -102,11 +110,19 @@ def verify(
     except UserError:
         raise
     except Exception as exc:
-        raise UserError(f"the model's forward raised {first_line(exc, with_type=True)} on the golden's stored inputs; is {loaded.spec} the model it was recorded from?") from exc
+        raise UserError(
+            f"the model's forward raised {first_line(exc, with_type=True)} on the golden's stored inputs; is {loaded.spec} the model it was recorded from?"
+        ) from exc
     items = compare_trees(golden.outputs, flatten(output), leaf=policy.compare, sides=("the golden", "this run")).items
     first = None
     if any(c.verdict != "identical" for c in items) and golden.header.get("trace"):
-        recorded = Trace(golden.header["digests"], [ModuleCall(**{f: m[f] for f in ("name", "type", "call", "inputs", "outputs")}) for m in golden.header["trace"]])
+        recorded = Trace(
+            golden.header["digests"],
+            [
+                ModuleCall(**{f: m[f] for f in ("name", "type", "call", "inputs", "outputs")})
+                for m in golden.header["trace"]
+            ],
+        )
         divergence = first_divergence(recorded, trace)
         if divergence is not None:
             first = f"{divergence.call.label} ({divergence.call.type})"

@@ -62,7 +62,9 @@ def load_config(start: Path) -> LintConfig:
     known = {"select", "ignore", "per-file-ignores", "exclude"}
     unknown = sorted(set(section) - known)
     if unknown:
-        raise UserError(f"{path}: unknown key(s) {', '.join(unknown)} in [tool.samebits.lint]; known: {', '.join(sorted(known))}")
+        raise UserError(
+            f"{path}: unknown key(s) {', '.join(unknown)} in [tool.samebits.lint]; known: {', '.join(sorted(known))}"
+        )
     return LintConfig(
         list(section.get("select", [])),
         list(section.get("ignore", [])),

@@ -14,7 +14,27 @@ from samebits.lint.checks.common import FileContext, Finding
 from samebits.lint.config import LintConfig, load_config, min_torch_version
 
 CHECKS = (*environment.CHECKS, *backends.CHECKS, *seeding.CHECKS, *inference.CHECKS, *safety.CHECKS)
-SKIP_DIRS = {".git", ".hg", ".svn", ".venv", "venv", "env", ".env", "__pycache__", "node_modules", ".tox", ".nox", ".mypy_cache", ".pytest_cache", ".ruff_cache", "build", "dist", "site-packages", ".eggs", "__goldens__"}
+SKIP_DIRS = {
+    ".git",
+    ".hg",
+    ".svn",
+    ".venv",
+    "venv",
+    "env",
+    ".env",
+    "__pycache__",
+    "node_modules",
+    ".tox",
+    ".nox",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".ruff_cache",
+    "build",
+    "dist",
+    "site-packages",
+    ".eggs",
+    "__goldens__",
+}
 NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z0-9_,\s-]+))?", re.I)
 
 
@@ -47,7 +67,13 @@ def discover(paths: Iterable[str | os.PathLike[str]], config: LintConfig) -> tup
         path = Path(raw)
         if path.is_dir():
             for folder, dirs, names in os.walk(path):
-                dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.endswith(".egg-info") and not (Path(folder, d) / "pyvenv.cfg").exists())
+                dirs[:] = sorted(
+                    d
+                    for d in dirs
+                    if d not in SKIP_DIRS
+                    and not d.endswith(".egg-info")
+                    and not (Path(folder, d) / "pyvenv.cfg").exists()
+                )
                 for name in sorted(names):
                     candidate = Path(folder, name)
                     if name.endswith((".py", ".pyi")) and not config.excluded(_relative(candidate, config)):
@@ -81,7 +107,9 @@ def _suppressed(line: str, code: str, name: str) -> bool:
     return code in {c.upper() for c in wanted} or name in wanted
 
 
-def lint_source(source: str, display: str = "<string>", config: LintConfig | None = None, min_torch: tuple[int, int] | None = None) -> list[Finding]:
+def lint_source(
+    source: str, display: str = "<string>", config: LintConfig | None = None, min_torch: tuple[int, int] | None = None
+) -> list[Finding]:
     """Lint one piece of source; raises ``SyntaxError`` when it does not parse."""
     config = config or LintConfig()
     tree = ast.parse(source, filename=display)

@@ -27,7 +27,10 @@ def to_json(result: LintResult) -> dict[str, Any]:
         "kind": "lint",
         "schema_version": LINT_SCHEMA_VERSION,
         "files": result.files,
-        "findings": [{"path": f.path, "line": f.line, "col": f.col, "code": f.code, "name": f.name, "message": f.message} for f in result.findings],
+        "findings": [
+            {"path": f.path, "line": f.line, "col": f.col, "code": f.code, "name": f.name, "message": f.message}
+            for f in result.findings
+        ],
         "errors": [{"path": p, "error": e} for p, e in result.errors],
         "skipped": [{"path": p, "reason": r} for p, r in result.skipped],
     }
@@ -54,14 +57,29 @@ def to_sarif(result: LintResult) -> dict[str, Any]:
             "ruleIndex": index[f.code],
             "level": "warning",
             "message": {"text": f.message},
-            "locations": [{"physicalLocation": {"artifactLocation": {"uri": f.path}, "region": {"startLine": f.line, "startColumn": f.col}}}],
+            "locations": [
+                {
+                    "physicalLocation": {
+                        "artifactLocation": {"uri": f.path},
+                        "region": {"startLine": f.line, "startColumn": f.col},
+                    }
+                }
+            ],
         }
         for f in result.findings
     ]
     notifications = [
-        {"level": "error", "message": {"text": why}, "locations": [{"physicalLocation": {"artifactLocation": {"uri": path}}}]} for path, why in result.errors
+        {
+            "level": "error",
+            "message": {"text": why},
+            "locations": [{"physicalLocation": {"artifactLocation": {"uri": path}}}],
+        }
+        for path, why in result.errors
     ]
-    run: dict[str, Any] = {"tool": {"driver": {"name": "samebits", "version": __version__, "rules": rules}}, "results": results}
+    run: dict[str, Any] = {
+        "tool": {"driver": {"name": "samebits", "version": __version__, "rules": rules}},
+        "results": results,
+    }
     if notifications:
         run["invocations"] = [{"executionSuccessful": True, "toolExecutionNotifications": notifications}]
     return {"$schema": "https://json.schemastore.org/sarif-2.1.0.json", "version": "2.1.0", "runs": [run]}

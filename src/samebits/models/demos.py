@@ -77,7 +77,9 @@ class Detector(nn.Module):
     def __init__(self, classes: int = 5, threshold: float = 0.54) -> None:
         super().__init__()
         self.threshold = threshold
-        self.backbone = nn.Sequential(nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.ReLU())
+        self.backbone = nn.Sequential(
+            nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.ReLU(), nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.ReLU()
+        )
         self.cls = nn.Conv2d(32, classes, 1)
         self.box = nn.Conv2d(32, 4, 1)
 
@@ -94,7 +96,13 @@ class Detector(nn.Module):
             keep = scores[i] > self.threshold
             size = deltas[i, keep, 2:].exp() * stride
             center = centers[keep] + deltas[i, keep, :2] * stride
-            out.append({"boxes": torch.cat([center - size / 2, center + size / 2], -1), "scores": scores[i, keep], "labels": labels[i, keep]})
+            out.append(
+                {
+                    "boxes": torch.cat([center - size / 2, center + size / 2], -1),
+                    "scores": scores[i, keep],
+                    "labels": labels[i, keep],
+                }
+            )
         return out
 
 
@@ -138,7 +146,12 @@ def detector() -> tuple[nn.Module, Any]:
     return Detector(), ([torch.randn(3, 64, 64) for _ in range(2)],)
 
 
-DEMOS: dict[str, Callable[[], tuple[nn.Module, Any]]] = {"mlp": mlp, "cnn": cnn, "transformer": transformer, "detector": detector}
+DEMOS: dict[str, Callable[[], tuple[nn.Module, Any]]] = {
+    "mlp": mlp,
+    "cnn": cnn,
+    "transformer": transformer,
+    "detector": detector,
+}
 
 
 def describe_demos() -> dict[str, str]:

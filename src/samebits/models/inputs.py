@@ -46,7 +46,9 @@ DTYPES = {
     name: getattr(torch, name)
     for name in ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool")
 }
-DTYPES.update({"float": torch.float32, "double": torch.float64, "half": torch.float16, "long": torch.int64, "int": torch.int32})
+DTYPES.update(
+    {"float": torch.float32, "double": torch.float64, "half": torch.float16, "long": torch.int64, "int": torch.int32}
+)
 
 
 def parse_dtype(name: str) -> torch.dtype:
@@ -79,7 +81,9 @@ def parse_int_range(text: str) -> tuple[int, int]:
 MAX_RANDOM_INPUT_MB = 4096
 
 
-def random_inputs(shapes: list[str], dtypes: list[str] | None = None, int_range: str | None = None, seed: int = 0) -> ModelInputs:
+def random_inputs(
+    shapes: list[str], dtypes: list[str] | None = None, int_range: str | None = None, seed: int = 0
+) -> ModelInputs:
     """Seeded random tensors, one positional argument per shape (``--input-shape``).
 
     One dtype applies to every shape; otherwise give one per shape. Integer dtypes draw from
@@ -95,7 +99,9 @@ def random_inputs(shapes: list[str], dtypes: list[str] | None = None, int_range:
         shape, dtype = parse_shape(text), parse_dtype(dtypes[0] if len(dtypes) == 1 else dtypes[i])
         size_mb = math.prod(shape) * torch.empty((), dtype=dtype).element_size() / 2**20
         if size_mb > MAX_RANDOM_INPUT_MB:
-            raise UserError(f"--input-shape {text} is {size_mb:,.0f} MB of {dtype}; samebits makes random inputs up to {MAX_RANDOM_INPUT_MB:,} MB (use a smaller shape, or --input FILE)")
+            raise UserError(
+                f"--input-shape {text} is {size_mb:,.0f} MB of {dtype}; samebits makes random inputs up to {MAX_RANDOM_INPUT_MB:,} MB (use a smaller shape, or --input FILE)"
+            )
         if dtype == torch.bool:
             args.append(torch.randint(0, 2, shape, generator=gen).bool())
         elif dtype.is_floating_point:
@@ -129,12 +135,11 @@ def load_input_file(path: str | Path) -> ModelInputs:
 
             tensors = {k: v.clone() for k, v in load_file(str(p)).items()}  # aligned memory: see golden/format.py
             positional = sorted((k for k in tensors if k.isdigit()), key=int)
-            return ModelInputs(args=tuple(tensors[k] for k in positional), kwargs={k: v for k, v in tensors.items() if not k.isdigit()})
+            return ModelInputs(
+                args=tuple(tensors[k] for k in positional), kwargs={k: v for k, v in tensors.items() if not k.isdigit()}
+            )
     except SpecError:
         raise
     except Exception as exc:
         raise SpecError(f"cannot read input file '{p}': {first_line(exc)}") from exc
     raise SpecError(f"input file '{p}' has an unknown type; use .pt, .npy or .safetensors")
-
-
-

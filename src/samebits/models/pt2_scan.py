@@ -19,7 +19,9 @@ _CODE_DIRS = ("data/aotinductor/", "data/executorch/", "data/mtia", "xl_model_we
 
 
 def _refuse(path: Path, entry: str, why: str) -> SpecError:
-    return SpecError(f"'{path}' is refused: its entry '{entry}' {why}; samebits loads .pt2 archives only when nothing in them is unpickled or run")
+    return SpecError(
+        f"'{path}' is refused: its entry '{entry}' {why}; samebits loads .pt2 archives only when nothing in them is unpickled or run"
+    )
 
 
 def scan_pt2(path: Path) -> None:
@@ -32,7 +34,9 @@ def scan_pt2(path: Path) -> None:
         root = names[0].split("/", 1)[0] + "/" if names and "/" in names[0] else ""
         inner = {n[len(root) :]: n for n in names if n.startswith(root)}
         if inner.get("archive_format") is None or archive.read(inner["archive_format"]).strip() != b"pt2":
-            raise SpecError(f"'{path}' is not a torch.export program (no pt2 archive_format); save one with torch.export.save")
+            raise SpecError(
+                f"'{path}' is not a torch.export program (no pt2 archive_format); save one with torch.export.save"
+            )
         for name in inner:
             if name.startswith(_CODE_DIRS):
                 raise _refuse(path, name, "holds compiled code or pickled parameters")
@@ -50,7 +54,9 @@ def scan_pt2(path: Path) -> None:
                 try:
                     torch.load(io.BytesIO(archive.read(inner[sample])), weights_only=True)
                 except Exception:
-                    raise _refuse(path, sample, "holds sample inputs that only load with weights_only=False (pickled objects)") from None
+                    raise _refuse(
+                        path, sample, "holds sample inputs that only load with weights_only=False (pickled objects)"
+                    ) from None
 
 
 def _scan_config(path: Path, archive: zipfile.ZipFile, inner: dict[str, str], name: str, *, constants: bool) -> None:

@@ -25,5 +25,7 @@ def resolve_inputs(
     if dtypes or int_range:
         raise UserError("--dtype and --int-range apply to --input-shape; give the shapes too")
     if loaded.example_inputs is None:
-        raise UserError(f"MODEL '{loaded.spec}' comes with no example inputs; pass --input FILE or --input-shape 4,3,32,32")
+        raise UserError(
+            f"MODEL '{loaded.spec}' comes with no example inputs; pass --input FILE or --input-shape 4,3,32,32"
+        )
     return loaded.example_inputs

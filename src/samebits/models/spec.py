@@ -114,7 +114,9 @@ def _import_module(path: str, spec: str) -> Any:
             return importlib.import_module(path)
     except ModuleNotFoundError as exc:
         if exc.name and path.startswith(exc.name):
-            raise SpecError(f"no module named '{path}' (from MODEL '{spec}'); check the name or pass path/to/file.py:factory") from exc
+            raise SpecError(
+                f"no module named '{path}' (from MODEL '{spec}'); check the name or pass path/to/file.py:factory"
+            ) from exc
         raise SpecError(f"importing '{path}' failed: {first_line(exc)}") from exc
     except Exception as exc:
         raise SpecError(f"importing '{path}' failed: {type(exc).__name__}: {first_line(exc)}") from exc
@@ -123,7 +125,10 @@ def _import_module(path: str, spec: str) -> Any:
 def _call_factory(module: Any, attr: str, spec: str) -> LoadedModel:
     if not hasattr(module, attr):
         public = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))[:8]
-        raise SpecError(f"'{spec}': the module has no attribute '{attr}'" + (f"; callables there: {', '.join(public)}" if public else ""))
+        raise SpecError(
+            f"'{spec}': the module has no attribute '{attr}'"
+            + (f"; callables there: {', '.join(public)}" if public else "")
+        )
     factory = getattr(module, attr)
     if isinstance(factory, nn.Module):
         return LoadedModel(factory, None, spec, "factory")
@@ -185,7 +190,9 @@ def _load_export(spec: str) -> LoadedModel:
     try:
         program = torch.export.load(str(p))
     except Exception as exc:
-        raise SpecError(f"'{spec}' is not a torch.export program ({first_line(exc)}); save one with torch.export.save") from exc
+        raise SpecError(
+            f"'{spec}' is not a torch.export program ({first_line(exc)}); save one with torch.export.save"
+        ) from exc
     example = getattr(program, "example_inputs", None)
     inputs = ModelInputs(args=tuple(example[0]), kwargs=dict(example[1])) if example else None
     return LoadedModel(program.module(), inputs, spec, "export")

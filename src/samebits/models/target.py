@@ -24,7 +24,9 @@ def spec_of(loaded: LoadedModel) -> str | None:
     return None if loaded.spec.startswith("<") else loaded.spec
 
 
-def inputs_for(loaded: LoadedModel, inputs: Any, hint: str = "pass inputs (--input FILE or --input-shape 4,3,32,32)") -> ModelInputs:
+def inputs_for(
+    loaded: LoadedModel, inputs: Any, hint: str = "pass inputs (--input FILE or --input-shape 4,3,32,32)"
+) -> ModelInputs:
     """``inputs`` (torch.export's convention) if given, else the spec's example inputs."""
     model_inputs = ModelInputs.from_example(inputs) if inputs is not None else loaded.example_inputs
     if model_inputs is None:

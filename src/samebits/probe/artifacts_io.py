@@ -134,9 +134,13 @@ class ArtifactCache:
             return
         if self.folder.exists() and not self.folder.is_dir():
             raise CacheError(f"cache folder {self.folder} is a file; pass a folder (cache_dir=..., --cache-dir)")
-        adopt = self.folder.resolve() == _home_cache().resolve()  # the folder named for samebits (a cache from before markers)
+        adopt = (
+            self.folder.resolve() == _home_cache().resolve()
+        )  # the folder named for samebits (a cache from before markers)
         if self.folder.is_dir() and any(self.folder.iterdir()) and not adopt:
-            raise CacheError(f"{self.folder} is not empty and is not a samebits cache (no {MARKER} marker); choose a new or empty folder for the cache")
+            raise CacheError(
+                f"{self.folder} is not empty and is not a samebits cache (no {MARKER} marker); choose a new or empty folder for the cache"
+            )
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             (self.folder / MARKER).write_text(json.dumps({"samebits_cache": 1}) + "\n")
@@ -158,7 +162,10 @@ class ArtifactCache:
         with self.lock(MANIFEST):
             entries = self.manifest()
             entries[name] = {"kind": kind, "sha256": _sha256(path)}
-            self._write(MANIFEST, lambda tmp: tmp.write_text(json.dumps({"version": 1, "entries": entries}, indent=1, sort_keys=True)))
+            self._write(
+                MANIFEST,
+                lambda tmp: tmp.write_text(json.dumps({"version": 1, "entries": entries}, indent=1, sort_keys=True)),
+            )
 
     def _write(self, name: str, write: Callable[[Path], None]) -> None:
         atomic_write(self.folder / name, write)
@@ -169,7 +176,9 @@ class ArtifactCache:
             return False
         return entry.get("sha256") is None or entry["sha256"] == _sha256(self.folder / name)
 
-    def build_once(self, name: str, build: Callable[[Path], None], *, kind: str = "artifact", code: bool = False) -> bool:
+    def build_once(
+        self, name: str, build: Callable[[Path], None], *, kind: str = "artifact", code: bool = False
+    ) -> bool:
         """Make entry ``name`` exist and match the digest recorded when it was built: if it
         does not (missing, corrupt, planted), ``build(tmp)`` writes a temporary file that is
         renamed into place under the lock and recorded. ``code``: the entry can run code when
@@ -179,13 +188,18 @@ class ArtifactCache:
         if not self.writable and self.is_cache:
             if self._valid(name):
                 return False
-            raise CacheError(f"the cache folder {self.folder} is read-only and lacks a valid '{name}'; build it once where the cache is writable")
+            raise CacheError(
+                f"the cache folder {self.folder} is read-only and lacks a valid '{name}'; build it once where the cache is writable"
+            )
         self.ensure()
         with self.lock(name):
             if self._valid(name):
                 return False
             if (self.folder / name).exists():
-                warnings.warn(f"samebits: cache entry {name} did not match the digest recorded at build (or was not written by samebits): rebuilt", stacklevel=3)
+                warnings.warn(
+                    f"samebits: cache entry {name} did not match the digest recorded at build (or was not written by samebits): rebuilt",
+                    stacklevel=3,
+                )
             self._write(name, build)
             self._record(name, kind)
             return True

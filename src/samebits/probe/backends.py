@@ -35,7 +35,9 @@ class Built:
     runner: Callable[..., Any]
     artifact: Path | None = None
     built_here: bool = False  # False: loaded from a file another process (or run) built
-    log: dict[str, Any] = dataclasses.field(default_factory=dict)  # what third-party code printed meanwhile (Captured.summary)
+    log: dict[str, Any] = dataclasses.field(
+        default_factory=dict
+    )  # what third-party code printed meanwhile (Captured.summary)
 
 
 @dataclasses.dataclass
@@ -57,7 +59,10 @@ def quiet() -> Iterator[Captured]:
     """Exporters and compilers print their steps, graph dumps and warnings on stdout and stderr,
     from Python and from C++: capture both at the file-descriptor level, so reports stay clean;
     the text is kept in the yielded :class:`Captured`."""
-    loggers = [logging.getLogger(name) for name in ("torch.onnx", "torch.export", "torch._dynamo", "torch._inductor", "onnxscript")]
+    loggers = [
+        logging.getLogger(name)
+        for name in ("torch.onnx", "torch.export", "torch._dynamo", "torch._inductor", "onnxscript")
+    ]
     levels = [lg.level for lg in loggers]
     for lg in loggers:
         lg.setLevel(logging.ERROR)
@@ -69,7 +74,11 @@ def quiet() -> Iterator[Captured]:
         os.dup2(sink.fileno(), 1)
         os.dup2(sink.fileno(), 2)
         try:
-            with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(io.StringIO()) as err, warnings.catch_warnings(record=True) as caught:
+            with (
+                contextlib.redirect_stdout(io.StringIO()) as out,
+                contextlib.redirect_stderr(io.StringIO()) as err,
+                warnings.catch_warnings(record=True) as caught,
+            ):
                 warnings.simplefilter("always")
                 yield captured
         finally:
@@ -89,7 +98,17 @@ def quiet() -> Iterator[Captured]:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
-def build(name: str, model: Any, example: ModelInputs, folder: Path, key: str, *, threads: int | None = None, spinning: bool = True, dynamic_batch: bool = False) -> Built:
+def build(
+    name: str,
+    model: Any,
+    example: ModelInputs,
+    folder: Path,
+    key: str,
+    *,
+    threads: int | None = None,
+    spinning: bool = True,
+    dynamic_batch: bool = False,
+) -> Built:
     """A runner for ``model`` through backend ``name``; artifacts go to ``folder/<name>-<key>.*``.
     What the exporters and compilers print meanwhile is captured into ``Built.log``."""
     if name == "eager":
@@ -104,16 +123,29 @@ def build(name: str, model: Any, example: ModelInputs, folder: Path, key: str, *
     return built
 
 
-def _build(name: str, model: Any, example: ModelInputs, folder: Path, key: str, threads: int | None, spinning: bool, dynamic_batch: bool) -> Built:
+def _build(
+    name: str,
+    model: Any,
+    example: ModelInputs,
+    folder: Path,
+    key: str,
+    threads: int | None,
+    spinning: bool,
+    dynamic_batch: bool,
+) -> Built:
     from samebits.probe.artifacts_io import build_once
 
     if name == "torchscript":
         path = folder / f"torchscript-{key}.pt"
-        built = build_once(path, lambda tmp: torch.jit.trace(model, example.args, check_trace=False).save(str(tmp)), code=True)  # TorchScript can unpickle code
+        built = build_once(
+            path, lambda tmp: torch.jit.trace(model, example.args, check_trace=False).save(str(tmp)), code=True
+        )  # TorchScript can unpickle code
         return Built(torch.jit.load(str(path)), path, built)
     if name == "export":
         path = folder / f"export-{key}.pt2"
-        built = build_once(path, lambda tmp: torch.export.save(torch.export.export(model, example.args, example.kwargs), str(tmp)))
+        built = build_once(
+            path, lambda tmp: torch.export.save(torch.export.export(model, example.args, example.kwargs), str(tmp))
+        )
         from samebits.models.pt2_scan import scan_pt2
 
         scan_pt2(path)
@@ -131,7 +163,9 @@ def backend_versions(name: str) -> dict[str, str]:
     """Versions of the packages a backend's artifact depends on (part of its content key)."""
     import importlib.metadata
 
-    packages = {"onnxruntime": ("onnxruntime", "onnx", "onnxscript"), "tensorrt": ("tensorrt", "torch_tensorrt")}.get(name, ())
+    packages = {"onnxruntime": ("onnxruntime", "onnx", "onnxscript"), "tensorrt": ("tensorrt", "torch_tensorrt")}.get(
+        name, ()
+    )
     out = {}
     for package in packages:
         with contextlib.suppress(importlib.metadata.PackageNotFoundError):
@@ -151,7 +185,9 @@ def _tensorrt(model: Any, example: ModelInputs, folder: Path, key: str) -> Built
     try:
         import torch_tensorrt
     except ImportError:
-        raise BackendUnavailable("the tensorrt backend needs CUDA and the torch_tensorrt package; it is not installed here") from None
+        raise BackendUnavailable(
+            "the tensorrt backend needs CUDA and the torch_tensorrt package; it is not installed here"
+        ) from None
     if not torch.cuda.is_available():
         raise BackendUnavailable("the tensorrt backend needs a CUDA device, and none is available")
     if example.kwargs:
@@ -159,7 +195,9 @@ def _tensorrt(model: Any, example: ModelInputs, folder: Path, key: str) -> Built
     args = [a.cuda() if isinstance(a, torch.Tensor) else a for a in example.args]
     engine = folder / f"tensorrt-{key}.ep"
     options: dict[str, Any] = {"ir": "dynamo", "inputs": args}
-    if "timing_cache_path" in inspect.signature(torch_tensorrt.compile).parameters or "timing_cache_path" in str(inspect.signature(torch_tensorrt.dynamo.compile)):
+    if "timing_cache_path" in inspect.signature(torch_tensorrt.compile).parameters or "timing_cache_path" in str(
+        inspect.signature(torch_tensorrt.dynamo.compile)
+    ):
         options["timing_cache_path"] = str(folder / "tensorrt-timing.cache")
 
     def compile_engine(tmp: Path) -> None:
@@ -179,14 +217,16 @@ def _compiled(model: Any, example: ModelInputs, folder: Path) -> Built:
 
     store = ArtifactCache(folder)
     if reason := store.untrusted_reason():
-        raise CacheError(f"{reason}: samebits does not load inductor's compiled kernels from it; chmod go-w it or pass another cache_dir")
+        raise CacheError(
+            f"{reason}: samebits does not load inductor's compiled kernels from it; chmod go-w it or pass another cache_dir"
+        )
     cache = store.record_folder("inductor")
     compiled = torch.compile(model, dynamic=False)
     try:
         from torch._inductor.runtime.cache_dir_utils import temporary_cache_dir
     except ImportError:  # private API: without it the compile cache stays where torch puts it
         temporary_cache_dir = None
-    with (temporary_cache_dir(str(cache)) if temporary_cache_dir else contextlib.nullcontext()), torch.inference_mode():
+    with temporary_cache_dir(str(cache)) if temporary_cache_dir else contextlib.nullcontext(), torch.inference_mode():
         compiled(*example.args, **example.kwargs)
     return Built(compiled, cache)
 
@@ -197,7 +237,9 @@ def _named_inputs(model: Any, example: ModelInputs) -> dict[str, Any]:
     import inspect
 
     try:
-        bound = inspect.signature(model.forward if hasattr(model, "forward") else model).bind(*example.args, **example.kwargs)
+        bound = inspect.signature(model.forward if hasattr(model, "forward") else model).bind(
+            *example.args, **example.kwargs
+        )
     except (TypeError, ValueError):
         return {**{f"arg{i}": a for i, a in enumerate(example.args)}, **example.kwargs}
     return dict(bound.arguments)
@@ -226,7 +268,9 @@ class StructuredOnnx:
         outputs = session.session.get_outputs()
         if not all(isinstance(leaf, torch.Tensor) for leaf in leaves) or len(leaves) != len(outputs):
             kinds = ", ".join(sorted({type(leaf).__name__ for leaf in leaves}))
-            raise BackendUnavailable(f"the onnxruntime backend's {len(outputs)} outputs cannot be matched to the structure of eager's ({len(leaves)} leaves: {kinds})")
+            raise BackendUnavailable(
+                f"the onnxruntime backend's {len(outputs)} outputs cannot be matched to the structure of eager's ({len(leaves)} leaves: {kinds})"
+            )
         self.names = [i.name for i in session.session.get_inputs()]
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -241,14 +285,18 @@ class StructuredOnnx:
         return pytree.tree_unflatten(list(outs) if isinstance(outs, tuple) else [outs], self.spec)
 
 
-def _onnxruntime(model: Any, example: ModelInputs, folder: Path, key: str, threads: int | None, spinning: bool, dynamic_batch: bool) -> Built:
+def _onnxruntime(
+    model: Any, example: ModelInputs, folder: Path, key: str, threads: int | None, spinning: bool, dynamic_batch: bool
+) -> Built:
     from samebits.probe.artifacts_io import build_once
 
     try:
         import onnxruntime as ort
         import onnxscript  # noqa: F401  (the default exporter needs it)
     except ImportError:
-        raise BackendUnavailable("the onnxruntime backend needs onnxruntime and onnxscript: pip install 'samebits[onnx]'") from None
+        raise BackendUnavailable(
+            "the onnxruntime backend needs onnxruntime and onnxscript: pip install 'samebits[onnx]'"
+        ) from None
     exported = folder / f"onnx-{key}.onnx"
     optimized = folder / f"onnxruntime-{key}.ort.onnx"
 
@@ -256,7 +304,16 @@ def _onnxruntime(model: Any, example: ModelInputs, folder: Path, key: str, threa
         # One file for every batch size: dim 0 of each tensor argument is "batch".
         dynamic = _batch_dims(model, example) if dynamic_batch else None
         try:
-            torch.onnx.export(model, example.args, str(tmp), kwargs=example.kwargs or None, dynamo=True, verbose=False, dynamic_shapes=dynamic, external_data=False)
+            torch.onnx.export(
+                model,
+                example.args,
+                str(tmp),
+                kwargs=example.kwargs or None,
+                dynamo=True,
+                verbose=False,
+                dynamic_shapes=dynamic,
+                external_data=False,
+            )
         except Exception as exc:
             raise ExportFailed(f"the model does not export to ONNX: {_export_reason(exc)}") from exc
 

@@ -55,7 +55,9 @@ def random_neighbour(sample: ModelInputs, generator: torch.Generator, dim: int =
         elif t.is_floating_point():
             ref = t.detach().double()
             std = float(ref.std()) if t.numel() > 1 else 1.0
-            out = (torch.randn(t.shape, generator=generator, dtype=torch.float64) * (std or 1.0) + float(ref.mean())).to(t.dtype)
+            out = (
+                torch.randn(t.shape, generator=generator, dtype=torch.float64) * (std or 1.0) + float(ref.mean())
+            ).to(t.dtype)
         elif t.numel() == 0:
             out = t.clone()
         else:

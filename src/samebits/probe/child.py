@@ -36,7 +36,9 @@ def run(job: dict) -> dict:
         torch.set_num_threads(int(job["threads"]))
     model = _load_model(job)
     data = torch.load(job["inputs"], map_location="cpu", weights_only=True)
-    model, inputs = prepare(model, ModelInputs(tuple(data["args"]), data["kwargs"]), job.get("device", "cpu"), job.get("dtype"))
+    model, inputs = prepare(
+        model, ModelInputs(tuple(data["args"]), data["kwargs"]), job.get("device", "cpu"), job.get("dtype")
+    )
     if job.get("runtime"):  # samebits check --runtime predictor[:BACKEND]
         from samebits.runtime.predictor import runtime_model
 
@@ -53,7 +55,12 @@ def run(job: dict) -> dict:
     keep = set(job.get("keep") or [])
     output, trace, kept = traced_forward(model, inputs, keep=keep)
     kept[OUTPUT_KEY] = {p: t for p, t in flatten(output).items() if isinstance(t, torch.Tensor)}
-    tensors = {f"{key}|{path}": t.detach().cpu().contiguous() for key, leaves in kept.items() for path, t in leaves.items() if isinstance(t, torch.Tensor)}
+    tensors = {
+        f"{key}|{path}": t.detach().cpu().contiguous()
+        for key, leaves in kept.items()
+        for path, t in leaves.items()
+        if isinstance(t, torch.Tensor)
+    }
     save_file(tensors, job["out"] + ".safetensors")
     result = {"trace": trace.to_dict(), "threads": torch.get_num_threads()}
     if job.get("ops"):

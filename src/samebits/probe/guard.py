@@ -44,7 +44,11 @@ def training_modules(model: Any) -> list[tuple[str, str]]:
     from the module flags alone: no forward is run."""
     if not isinstance(model, nn.Module):
         return []
-    return [(name or "<model>", type(m).__name__) for name, m in model.named_modules() if m.training and (isinstance(m, TRAINING_SENSITIVE) or _forward_reads_training(type(m)))]
+    return [
+        (name or "<model>", type(m).__name__)
+        for name, m in model.named_modules()
+        if m.training and (isinstance(m, TRAINING_SENSITIVE) or _forward_reads_training(type(m)))
+    ]
 
 
 def training_note(model: Any) -> str:
@@ -64,9 +68,13 @@ def check_forward(model: Any, inputs: ModelInputs, *, need_tensor: bool = False)
         with torch.no_grad():
             output = inputs.call(model)
     except Exception as exc:
-        raise ForwardError(f"the model's forward raised {first_line(exc, with_type=True)}{training_note(model)}") from exc
+        raise ForwardError(
+            f"the model's forward raised {first_line(exc, with_type=True)}{training_note(model)}"
+        ) from exc
     if need_tensor and not tree.tensors(output):
-        raise ForwardError(f"the model's output holds no tensor (it returned {type(output).__name__} {str(output)[:40]!r}); samebits compares the tensors a model computes")
+        raise ForwardError(
+            f"the model's output holds no tensor (it returned {type(output).__name__} {str(output)[:40]!r}); samebits compares the tensors a model computes"
+        )
     return output
 
 

@@ -28,7 +28,9 @@ def device_mb(device: str) -> float:
     return rss_mb()
 
 
-def memory_growth(model: Any, inputs: ModelInputs, *, mode: str, iterations: int, cap_mb: float, device: str = "cpu") -> dict[str, Any]:
+def memory_growth(
+    model: Any, inputs: ModelInputs, *, mode: str, iterations: int, cap_mb: float, device: str = "cpu"
+) -> dict[str, Any]:
     """Run ``iterations`` forwards keeping every output, ``mode`` ``"as-is"`` (grad mode on, as a
     plain call runs) or ``"inference_mode"``; stop early once memory grew by ``cap_mb``."""
     kept = []
@@ -45,7 +47,13 @@ def memory_growth(model: Any, inputs: ModelInputs, *, mode: str, iterations: int
                 break
     grown = device_mb(device) - start
     carries_grad = any(getattr(t, "grad_fn", None) is not None for t in _tensors(kept[-1])) if kept else False
-    return {"mode": mode, "iterations": done, "grown_mb": round(grown, 2), "capped": capped, "carries_grad": carries_grad}
+    return {
+        "mode": mode,
+        "iterations": done,
+        "grown_mb": round(grown, 2),
+        "capped": capped,
+        "carries_grad": carries_grad,
+    }
 
 
 def _tensors(obj: Any) -> list[torch.Tensor]:
@@ -91,4 +99,3 @@ def peak_of(run: Any, device: str = "cpu") -> float:
     before = rss_mb()
     run()
     return max(0.0, peak_mb() - before)
-

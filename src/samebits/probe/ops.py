@@ -27,7 +27,9 @@ def _dispatch_mode_class() -> Any:
     return TorchDispatchMode
 
 
-def op_digests(model: Any, inputs: ModelInputs, module: str, call: int = 0, rows: tuple[int, int] | None = None) -> list[tuple[str, str]] | None:
+def op_digests(
+    model: Any, inputs: ModelInputs, module: str, call: int = 0, rows: tuple[int, int] | None = None
+) -> list[tuple[str, str]] | None:
     """``[(op name, output digest)]`` for every aten op run inside call ``call`` of ``module``
     (``""`` is the model), or ``None`` where this cannot be seen (no dispatch modes, no module)."""
     base = _dispatch_mode_class()

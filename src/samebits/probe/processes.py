@@ -89,7 +89,18 @@ def unshippable_reason(model: Any) -> str | None:
 class ChildRunner:
     """Owns a private temporary folder with the model (or its spec) and inputs, and runs children."""
 
-    def __init__(self, model: Any, inputs: ModelInputs, *, spec: str | None, seed: int, device: str, dtype: str | None, timeout: float, runtime: str | None = None) -> None:
+    def __init__(
+        self,
+        model: Any,
+        inputs: ModelInputs,
+        *,
+        spec: str | None,
+        seed: int,
+        device: str,
+        dtype: str | None,
+        timeout: float,
+        runtime: str | None = None,
+    ) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="samebits-"))  # mode 0700: private to this user
         self.timeout = timeout
         self.base: dict[str, Any] = {"seed": seed, "device": device, "dtype": dtype, "runtime": runtime}
@@ -149,7 +160,15 @@ class ChildRunner:
 
     def _start(self, i: int, job: ChildJob) -> tuple[subprocess.Popen[bytes], float, Path]:
         out = self.folder / f"child{i}-{time.monotonic_ns()}.json"
-        spec = {**self.base, "out": str(out), "threads": job.threads, "keep": job.keep, "ops": job.ops, "task": job.task, "params": job.params}
+        spec = {
+            **self.base,
+            "out": str(out),
+            "threads": job.threads,
+            "keep": job.keep,
+            "ops": job.ops,
+            "task": job.task,
+            "params": job.params,
+        }
         job_file = out.with_suffix(".job.json")
         job_file.write_text(json.dumps(spec))
         env = {**os.environ, **job.env}

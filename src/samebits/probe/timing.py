@@ -7,7 +7,9 @@ import time
 from collections.abc import Callable
 
 
-def interleaved_times(fns: dict[str, Callable[[], object]], rounds: int = 5, budget: float = 3.0) -> dict[str, list[float]]:
+def interleaved_times(
+    fns: dict[str, Callable[[], object]], rounds: int = 5, budget: float = 3.0
+) -> dict[str, list[float]]:
     """Seconds of every call of each function, measured in interleaved rounds (so that machine
     noise hits all of them alike), after one warm-up call each; fewer rounds when the budget runs out."""
     for fn in fns.values():

@@ -107,7 +107,9 @@ class DigestCache:
 
 
 @contextlib.contextmanager
-def module_hooks(model: Any, rows: tuple[int, int] | None = None, keep: set[str] | None = None) -> Iterator[tuple[list[ModuleCall], dict[str, Any]]]:
+def module_hooks(
+    model: Any, rows: tuple[int, int] | None = None, keep: set[str] | None = None
+) -> Iterator[tuple[list[ModuleCall], dict[str, Any]]]:
     """Record every module call of ``model`` while the block runs.
 
     Yields ``(calls, kept)``: the calls in completion order (children before their parent) and,
@@ -154,7 +156,9 @@ def _detach(obj: Any) -> Any:
     return flatten(tree.map_tensors(lambda t: t.detach().cpu().clone(), obj))
 
 
-def traced_forward(model: Any, inputs: ModelInputs, rows: tuple[int, int] | None = None, keep: set[str] | None = None) -> tuple[Any, Trace, dict[str, Any]]:
+def traced_forward(
+    model: Any, inputs: ModelInputs, rows: tuple[int, int] | None = None, keep: set[str] | None = None
+) -> tuple[Any, Trace, dict[str, Any]]:
     """Run one forward under ``torch.no_grad()`` with hooks; return (output, trace, kept tensors)."""
     with module_hooks(model, rows, keep) as (calls, kept), torch.no_grad():
         output = inputs.call(model)

@@ -89,7 +89,9 @@ def bench(
     try:
         check_forward(model, sample)
     except ForwardError as exc:
-        raise UserError(f"{exc} on one sample (row 0 of the example as a batch of 1); bench needs inputs whose dim 0 is the batch") from None
+        raise UserError(
+            f"{exc} on one sample (row 0 of the example as a batch of 1); bench needs inputs whose dim 0 is the batch"
+        ) from None
     gen = torch.Generator().manual_seed(0)
     pool = [sample] + [random_neighbour(sample, gen) for _ in range(max(batch_sizes) - 1)]
     with torch.inference_mode():
@@ -101,14 +103,34 @@ def bench(
             name = f"predictor:{backend}" + ("" if invariant else " (variant)")
             say(f"building {name}")
             try:
-                predictors[name] = Predictor(model, backend=backend, invariant=invariant, example_inputs=example, deterministic=False, cache_dir=cache_dir)
+                predictors[name] = Predictor(
+                    model,
+                    backend=backend,
+                    invariant=invariant,
+                    example_inputs=example,
+                    deterministic=False,
+                    cache_dir=cache_dir,
+                )
             except (BackendUnavailable, UserError) as exc:
                 skipped.append(f"{name}: {exc}")
     rows: list[BenchRow] = []
     with torch.inference_mode():
-        loop_times = interleaved_times({"loop": lambda: [s.call(model) for s in pool[: max(batch_sizes)]]}, max(3, rounds // 4), budget)["loop"]
+        loop_times = interleaved_times(
+            {"loop": lambda: [s.call(model) for s in pool[: max(batch_sizes)]]}, max(3, rounds // 4), budget
+        )["loop"]
     loop_rate = max(batch_sizes) / statistics.median(loop_times)
-    rows.append(BenchRow("per-sample loop", 1, loop_rate, statistics.median(loop_times) / max(batch_sizes) * 1e3, _percentile(loop_times, 0.99) / max(batch_sizes) * 1e3, True, True, 1.0))
+    rows.append(
+        BenchRow(
+            "per-sample loop",
+            1,
+            loop_rate,
+            statistics.median(loop_times) / max(batch_sizes) * 1e3,
+            _percentile(loop_times, 0.99) / max(batch_sizes) * 1e3,
+            True,
+            True,
+            1.0,
+        )
+    )
     with torch.inference_mode():
         alone = {"eager": reference, **{name: [p.predict(s) for s in pool] for name, p in predictors.items()}}
     for n in batch_sizes:
@@ -125,29 +147,58 @@ def bench(
         for name, fn in fns.items():
             out = fn()
             same_loop = all(compare(output_row(out, i, n), output_row(reference[i], 0, 1)).identical for i in range(n))
-            same_alone = all(compare(output_row(out, i, n), output_row(alone[name][i], 0, 1)).identical for i in range(n))
+            same_alone = all(
+                compare(output_row(out, i, n), output_row(alone[name][i], 0, 1)).identical for i in range(n)
+            )
             median = statistics.median(times[name])
-            rows.append(BenchRow(name, n, n / median, median * 1e3, _percentile(times[name], 0.99) * 1e3, same_loop, same_alone, (n / median) / loop_rate))
+            rows.append(
+                BenchRow(
+                    name,
+                    n,
+                    n / median,
+                    median * 1e3,
+                    _percentile(times[name], 0.99) * 1e3,
+                    same_loop,
+                    same_alone,
+                    (n / median) / loop_rate,
+                )
+            )
     if memory:
         _peaks(loaded, example, rows, cache_dir, say)
     largest = max(batch_sizes)
     rate = {(r.config, r.batch): r.samples_per_s for r in rows}
-    cost = {b: round(rate[(f"predictor:{b}", largest)] / rate[(f"predictor:{b} (variant)", largest)], 3) for b in backends if (f"predictor:{b}", largest) in rate and (f"predictor:{b} (variant)", largest) in rate}
+    cost = {
+        b: round(rate[(f"predictor:{b}", largest)] / rate[(f"predictor:{b} (variant)", largest)], 3)
+        for b in backends
+        if (f"predictor:{b}", largest) in rate and (f"predictor:{b} (variant)", largest) in rate
+    }
     for p in predictors.values():
         p.close()
     verified = {name: p.invariance.sizes for name, p in predictors.items() if p.invariance.scheme != "off"}
     return BenchReport(loaded.spec, rows, cost, verified, skipped, round(time.monotonic() - start, 2))
 
 
-def _peaks(loaded: LoadedModel, example: ModelInputs, rows: list[BenchRow], cache_dir: str | None, say: Callable[[str], None]) -> None:
+def _peaks(
+    loaded: LoadedModel, example: ModelInputs, rows: list[BenchRow], cache_dir: str | None, say: Callable[[str], None]
+) -> None:
     """Peak memory of each configuration, each in a fresh child process (RSS only grows in one)."""
-    with ChildRunner(loaded.model, example, spec=spec_of(loaded), seed=0, device="cpu", dtype=None, timeout=300) as runner:
+    with ChildRunner(
+        loaded.model, example, spec=spec_of(loaded), seed=0, device="cpu", dtype=None, timeout=300
+    ) as runner:
         if runner.skip_reason:
             for r in rows:
                 r.note = f"peak memory not measured: {runner.skip_reason}"
             return
         say(f"peak memory of {len(rows)} configurations, one fresh process each")
-        jobs = [ChildJob(f"{r.config}@{r.batch}", {}, task="peak", params={"config": r.config, "batch": r.batch, "cache_dir": cache_dir}) for r in rows]
+        jobs = [
+            ChildJob(
+                f"{r.config}@{r.batch}",
+                {},
+                task="peak",
+                params={"config": r.config, "batch": r.batch, "cache_dir": cache_dir},
+            )
+            for r in rows
+        ]
         for r, result in zip(rows, runner.run(jobs, parallel=1)):
             if result.data is not None:
                 r.peak_mb = round(result.data["peak_mb"], 1)
@@ -170,7 +221,14 @@ def peak_task(model: Any, inputs: ModelInputs, config: str, batch: int, cache_di
         run = lambda: batched.call(model)  # noqa: E731
     else:
         backend = config.split(":", 1)[1].removesuffix(" (variant)")
-        p = Predictor(model, backend=backend, invariant=not config.endswith("(variant)"), example_inputs=inputs, deterministic=False, cache_dir=cache_dir)
+        p = Predictor(
+            model,
+            backend=backend,
+            invariant=not config.endswith("(variant)"),
+            example_inputs=inputs,
+            deterministic=False,
+            cache_dir=cache_dir,
+        )
         batched = concat_batches(pool)
         run = lambda: p.predict(batched)  # noqa: E731
     with torch.inference_mode():

@@ -43,7 +43,14 @@ def _row_key(forward: Callable[[ModelInputs], Any], batch: ModelInputs, size: in
     return repr(sorted(digest_tree(output_row(forward(batch), row, size)).items()))
 
 
-def calibrate(forward: Callable[[ModelInputs], Any], sample: ModelInputs, candidates: list[int], *, seed: int = 0, budget: float = 5.0) -> Invariance:
+def calibrate(
+    forward: Callable[[ModelInputs], Any],
+    sample: ModelInputs,
+    candidates: list[int],
+    *,
+    seed: int = 0,
+    budget: float = 5.0,
+) -> Invariance:
     """For each candidate size: the sample at the first and the last position with random
     neighbours, and at the first again with other neighbours. A size is *stable* when all three
     rows agree; stable sizes whose rows agree with each other form a class. The largest class
@@ -67,7 +74,9 @@ def calibrate(forward: Callable[[ModelInputs], Any], sample: ModelInputs, candid
         others = [random_neighbour(sample, gen) for _ in range(size - 1)]
         first = _row_key(forward, concat_batches([sample, *others]), size, 0)
         last = _row_key(forward, concat_batches([*others, sample]), size, size - 1)
-        fresh = _row_key(forward, concat_batches([sample, *[random_neighbour(sample, gen) for _ in range(size - 1)]]), size, 0)
+        fresh = _row_key(
+            forward, concat_batches([sample, *[random_neighbour(sample, gen) for _ in range(size - 1)]]), size, 0
+        )
         if first == last == fresh:
             keys[size] = first
         else:
@@ -78,6 +87,12 @@ def calibrate(forward: Callable[[ModelInputs], Any], sample: ModelInputs, candid
         classes.setdefault(key, []).append(size)
     groups = sorted(classes.values(), key=lambda g: (len(g), max(g)), reverse=True)
     chosen = groups[0] if groups else []
-    measured = {"tried": sorted(keys) + unstable, "unstable": unstable, "classes": [sorted(g) for g in classes.values()], "seconds_by_size": seconds, "not_tried": not_tried}
+    measured = {
+        "tried": sorted(keys) + unstable,
+        "unstable": unstable,
+        "classes": [sorted(g) for g in classes.values()],
+        "seconds_by_size": seconds,
+        "not_tried": not_tried,
+    }
     scheme = "tile" if len(chosen) == 1 else "class"
     return Invariance(scheme, sorted(chosen), measured, round(time.monotonic() - start, 3))

@@ -21,7 +21,18 @@ from samebits.models import ModelInputs
 from samebits.models.target import as_loaded, inputs_for
 from samebits.probe.artifacts_io import ArtifactCache, artifact_key, default_cache_dir
 from samebits.probe.backends import BACKENDS, BackendUnavailable, backend_versions, build
-from samebits.probe.batching import batch_size_of, concat_batches, join_outputs, lift, output_row, output_rows, pad_to, random_neighbour, take_rows, take_sample
+from samebits.probe.batching import (
+    batch_size_of,
+    concat_batches,
+    join_outputs,
+    lift,
+    output_row,
+    output_rows,
+    pad_to,
+    random_neighbour,
+    take_rows,
+    take_sample,
+)
 from samebits.probe.prepare import prepare
 from samebits.runtime.invariance import Invariance, calibrate
 from samebits.tensors import tree
@@ -31,7 +42,11 @@ DEFAULT_MAX_BATCH = 256
 
 
 def _shapes(inputs: ModelInputs) -> list[Any]:
-    return [(p, str(t.dtype), list(t.shape)) for p, t in tree.flatten(inputs.as_tree()).items() if isinstance(t, torch.Tensor)]
+    return [
+        (p, str(t.dtype), list(t.shape))
+        for p, t in tree.flatten(inputs.as_tree()).items()
+        if isinstance(t, torch.Tensor)
+    ]
 
 
 def _bit_relevant(fingerprint: dict[str, Any]) -> str:
@@ -101,13 +116,21 @@ class Predictor:
     ) -> None:
         if backend not in BACKENDS:
             raise UserError(f"unknown backend '{backend}'; choose from {', '.join(BACKENDS)}")
-        if max_batch_size is not None and max_batch_size != "auto" and (not isinstance(max_batch_size, int) or max_batch_size < 1):
+        if (
+            max_batch_size is not None
+            and max_batch_size != "auto"
+            and (not isinstance(max_batch_size, int) or max_batch_size < 1)
+        ):
             raise UserError(f"max_batch_size must be an integer >= 1 or 'auto', not {max_batch_size!r}")
         if tile is not None and tile < 1:
             raise UserError("tile must be >= 1")
         loaded = as_loaded(model_or_spec)
         model = loaded.model
-        example = inputs_for(loaded, example_inputs, hint="the Predictor needs example inputs (example_inputs=...) to calibrate and validate")
+        example = inputs_for(
+            loaded,
+            example_inputs,
+            hint="the Predictor needs example inputs (example_inputs=...) to calibrate and validate",
+        )
         self.device, self.backend, self.seed = device, backend, seed
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self._lock = threading.RLock()
@@ -152,9 +175,20 @@ class Predictor:
             # A dynamic batch is exported from a batch of 2 or more: torch.export specialises a dim of size 1.
             example = self._example_at(max(size, 2) if self._dynamic else size)
             shapes = [(p, d, ["N", *s[1:]] if self._dynamic else s) for p, d, s in _shapes(example)]
-            key = artifact_key(self.model, {"backend": self.backend, "versions": backend_versions(self.backend), "shapes": shapes, "device": self.device, "dynamic_batch": self._dynamic})
+            key = artifact_key(
+                self.model,
+                {
+                    "backend": self.backend,
+                    "versions": backend_versions(self.backend),
+                    "shapes": shapes,
+                    "device": self.device,
+                    "dynamic_batch": self._dynamic,
+                },
+            )
             try:  # idle ONNX Runtime threads would spin and slow everything else: spinning off
-                built = build(self.backend, self.model, example, self.cache_dir, key, spinning=False, dynamic_batch=self._dynamic)
+                built = build(
+                    self.backend, self.model, example, self.cache_dir, key, spinning=False, dynamic_batch=self._dynamic
+                )
             except BackendUnavailable:
                 if not self._dynamic:
                     raise
@@ -163,9 +197,15 @@ class Predictor:
             except UserError:
                 raise
             except Exception as exc:
-                raise BackendUnavailable(f"the {self.backend} backend could not be built for this model: {first_line(exc, with_type=True)}") from exc
+                raise BackendUnavailable(
+                    f"the {self.backend} backend could not be built for this model: {first_line(exc, with_type=True)}"
+                ) from exc
             self._runners[slot] = built.runner
-            self.artifacts[size] = {"path": str(built.artifact) if built.artifact else None, "built_here": built.built_here, "log": built.log}
+            self.artifacts[size] = {
+                "path": str(built.artifact) if built.artifact else None,
+                "built_here": built.built_here,
+                "log": built.log,
+            }
         return self._runners[slot]
 
     def _auto_max_batch(self, budget_mb: float | None, limit: int = 4096) -> int:
@@ -198,15 +238,38 @@ class Predictor:
             return Invariance("off", [], {"reason": "invariant=False"})
         if self._sample is None:
             raise UserError("invariant=True needs inputs with a batch dimension (dim 0); pass invariant=False")
-        candidates = [tile] if tile else sorted({s for s in (1, 2, 4, 8, 16, 32, 64, 128, 256) if s <= self.max_batch_size} | {self.max_batch_size})
-        key = artifact_key(self.model, {"kind": "calibration", "version": 2, "dynamic_batch": self._dynamic, "backend": self.backend, "candidates": candidates, "sample": _shapes(self._sample), "environment": _bit_relevant(self.fingerprint)})
+        candidates = (
+            [tile]
+            if tile
+            else sorted(
+                {s for s in (1, 2, 4, 8, 16, 32, 64, 128, 256) if s <= self.max_batch_size} | {self.max_batch_size}
+            )
+        )
+        key = artifact_key(
+            self.model,
+            {
+                "kind": "calibration",
+                "version": 2,
+                "dynamic_batch": self._dynamic,
+                "backend": self.backend,
+                "candidates": candidates,
+                "sample": _shapes(self._sample),
+                "environment": _bit_relevant(self.fingerprint),
+            },
+        )
         store, name = ArtifactCache(self.cache_dir), f"calibration-{key}.json"
         data = store.read_json(name)
         if data is not None and {"scheme", "sizes", "measured", "seconds"} <= set(data):
             inv = Invariance(data["scheme"], data["sizes"], {**data["measured"], "cached": True}, data["seconds"])
         else:  # missing, or corrupt (then rebuilt, with a warning)
             self._runner(candidates[0])  # build (or load) the artifact outside the time budget
-            inv = calibrate(lambda batch: self._run_at(batch, batch_size_of(batch)), self._sample, candidates, seed=self.seed, budget=budget)
+            inv = calibrate(
+                lambda batch: self._run_at(batch, batch_size_of(batch)),
+                self._sample,
+                candidates,
+                seed=self.seed,
+                budget=budget,
+            )
             if store.writable or not store.is_cache:
                 store.build_once(name, lambda tmp: tmp.write_text(json.dumps(inv.to_dict())), kind="calibration")
         skipped = inv.measured.get("not_tried") or []
@@ -221,9 +284,13 @@ class Predictor:
             self.notes.append(note)
             warnings.warn(note, stacklevel=3)
         if tile and inv.sizes != [tile]:
-            raise UserError(f"tile {tile} is not batch-invariant here: a row's bits change with its position or neighbours (measured)")
+            raise UserError(
+                f"tile {tile} is not batch-invariant here: a row's bits change with its position or neighbours (measured)"
+            )
         if not inv.sizes:
-            raise UserError(f"no batch size up to {self.max_batch_size} is invariant here (measured: {inv.measured}); pass invariant=False")
+            raise UserError(
+                f"no batch size up to {self.max_batch_size} is invariant here (measured: {inv.measured}); pass invariant=False"
+            )
         return inv
 
     def _validate(self) -> dict[str, Any]:
@@ -259,8 +326,14 @@ class Predictor:
                 raise UserError("these inputs have no batch dimension; the Predictor batches along dim 0")
             return tree.move(self._run_at(batch, None), "cpu")
         if n == 0:
-            raise UserError("predict got a batch of 0 rows; pass at least one sample (map() over no samples yields nothing)")
-        plan = self.invariance.plan(n) if self.invariance.scheme != "off" else [(min(n - i, self.max_batch_size),) * 2 for i in range(0, n, self.max_batch_size)]
+            raise UserError(
+                "predict got a batch of 0 rows; pass at least one sample (map() over no samples yields nothing)"
+            )
+        plan = (
+            self.invariance.plan(n)
+            if self.invariance.scheme != "off"
+            else [(min(n - i, self.max_batch_size),) * 2 for i in range(0, n, self.max_batch_size)]
+        )
         outputs, start = [], 0
         with self._lock:
             for rows, size in plan:
@@ -357,4 +430,3 @@ def parse_runtime(runtime: str) -> str:
 def runtime_model(model: Any, inputs: ModelInputs, runtime: str, cache_dir: str | None = None) -> PredictorModel:
     """Wrap ``model`` in a Predictor for ``runtime`` (``predictor[:BACKEND]``)."""
     return PredictorModel(Predictor(model, backend=parse_runtime(runtime), example_inputs=inputs, cache_dir=cache_dir))
-

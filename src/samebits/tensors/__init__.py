@@ -4,4 +4,13 @@ from samebits.tensors.compare import Comparison, compare, compare_trees, toleran
 from samebits.tensors.digest import digest, digest_tree
 from samebits.tensors.tree import flatten
 
-__all__ = ["Comparison", "compare", "compare_trees", "digest", "digest_tree", "flatten", "register_node", "tolerances_for"]
+__all__ = [
+    "Comparison",
+    "compare",
+    "compare_trees",
+    "digest",
+    "digest_tree",
+    "flatten",
+    "register_node",
+    "tolerances_for",
+]

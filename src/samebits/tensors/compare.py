@@ -27,7 +27,12 @@ _DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
 }
 
 # Signed integer views of each float dtype, for ULP distances.
-_INT_VIEW = {torch.float16: torch.int16, torch.bfloat16: torch.int16, torch.float32: torch.int32, torch.float64: torch.int64}
+_INT_VIEW = {
+    torch.float16: torch.int16,
+    torch.bfloat16: torch.int16,
+    torch.float32: torch.int32,
+    torch.float64: torch.int64,
+}
 
 
 def tolerances_for(dtype: torch.dtype) -> tuple[float, float]:
@@ -38,7 +43,9 @@ def tolerances_for(dtype: torch.dtype) -> tuple[float, float]:
 def check_tolerances(atol: float | None, rtol: float | None) -> tuple[float, float]:
     """Validate a user's ``atol``/``rtol`` pair: both or neither (neither means exact)."""
     if (atol is None) != (rtol is None):
-        raise UserError("give atol and rtol both or neither: with only one, the other's default could hide a difference")
+        raise UserError(
+            "give atol and rtol both or neither: with only one, the other's default could hide a difference"
+        )
     atol, rtol = atol or 0.0, rtol or 0.0
     if atol < 0 or rtol < 0 or math.isnan(atol) or math.isnan(rtol):
         raise UserError(f"tolerances must be >= 0 (got atol={atol}, rtol={rtol})")
@@ -196,12 +203,18 @@ def _is_number(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
-def compare_tensors(a: torch.Tensor, b: torch.Tensor, atol: float = 0.0, rtol: float = 0.0, path: str = "") -> Comparison:
+def compare_tensors(
+    a: torch.Tensor, b: torch.Tensor, atol: float = 0.0, rtol: float = 0.0, path: str = ""
+) -> Comparison:
     """Compare two tensors element by element; NaN against NaN at the same place counts as equal."""
     a, b = a.detach().cpu(), b.detach().cpu()
-    base = dict(path=path, dtype=str(a.dtype).removeprefix("torch."), shape=list(a.shape), numel=a.numel(), atol=atol, rtol=rtol)
+    base = dict(
+        path=path, dtype=str(a.dtype).removeprefix("torch."), shape=list(a.shape), numel=a.numel(), atol=atol, rtol=rtol
+    )
     if a.shape != b.shape:
-        return Comparison(verdict="diverged", reason=f"Shapes do not match: {tuple(a.shape)} != {tuple(b.shape)}", **base)
+        return Comparison(
+            verdict="diverged", reason=f"Shapes do not match: {tuple(a.shape)} != {tuple(b.shape)}", **base
+        )
     if a.dtype != b.dtype:
         return Comparison(verdict="diverged", reason=f"Dtypes do not match: {a.dtype} != {b.dtype}", **base)
     if a.is_complex():

@@ -45,7 +45,14 @@ def tensor_bytes(t: torch.Tensor) -> memoryview:
     c = _canonical(t)
     if not c.numel():
         return memoryview(b"")
-    if c.dtype in _NUMPY_FLOATS or c.dtype in (torch.int64, torch.int32, torch.uint8, torch.int8, torch.int16, torch.bool):
+    if c.dtype in _NUMPY_FLOATS or c.dtype in (
+        torch.int64,
+        torch.int32,
+        torch.uint8,
+        torch.int8,
+        torch.int16,
+        torch.bool,
+    ):
         return memoryview(c.numpy()).cast("B")
     return memoryview(c.reshape(-1).view(torch.uint8).numpy())
 

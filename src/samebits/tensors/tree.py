@@ -145,7 +145,14 @@ def _model_output_rebuild(obj: Any, kids: list[Any]) -> Any:
 
 
 # Cache layers of transformers 5.x: the tensors that hold rows, and the dim that holds them.
-_LAYER_ROW_DIMS = {"keys": 0, "values": 0, "indexer_keys": 0, "indexer_position_ids": 1, "conv_states": 0, "recurrent_states": 0}
+_LAYER_ROW_DIMS = {
+    "keys": 0,
+    "values": 0,
+    "indexer_keys": 0,
+    "indexer_position_ids": 1,
+    "conv_states": 0,
+    "recurrent_states": 0,
+}
 
 
 def _layer_tensors(layer: Any) -> list[str]:
@@ -189,27 +196,61 @@ _ENC_DEC = ("self_attention_cache", "cross_attention_cache")
 
 def _builtin_rules() -> list[tuple[Callable[[Any], bool], Node]]:
     return [
-        (is_namedtuple, Node("NamedTuple", lambda t: [(f".{n}", getattr(t, n)) for n in type(t)._fields], lambda t, k: type(t)(*k))),
+        (
+            is_namedtuple,
+            Node("NamedTuple", lambda t: [(f".{n}", getattr(t, n)) for n in type(t)._fields], lambda t, k: type(t)(*k)),
+        ),
         (
             lambda o: _has_base(o, "transformers", "ModelOutput"),
             Node("ModelOutput", lambda o: [(_key_piece(k), v) for k, v in o.items()], _model_output_rebuild),
         ),
         (
             lambda o: _has_base(o, "transformers", "EncoderDecoderCache"),
-            Node("EncoderDecoderCache", lambda c: [(f".{n}", getattr(c, n)) for n in _ENC_DEC], lambda c, k: _with_attrs(c, list(_ENC_DEC), k), keeps_batch=True),
+            Node(
+                "EncoderDecoderCache",
+                lambda c: [(f".{n}", getattr(c, n)) for n in _ENC_DEC],
+                lambda c, k: _with_attrs(c, list(_ENC_DEC), k),
+                keeps_batch=True,
+            ),
         ),
         (
             lambda o: _has_base(o, "transformers", "Cache") and isinstance(getattr(o, "layers", None), list),
-            Node("Cache", lambda c: [(f"[{i}]", layer) for i, layer in enumerate(c.layers)], _cache_rebuild, keeps_batch=True),
+            Node(
+                "Cache",
+                lambda c: [(f"[{i}]", layer) for i, layer in enumerate(c.layers)],
+                _cache_rebuild,
+                keeps_batch=True,
+            ),
         ),
         (
-            lambda o: _has_base(o, "transformers", "CacheLayerMixin") or _has_base(o, "transformers", "LinearAttentionCacheLayerMixin"),
-            Node("CacheLayer", lambda layer: [(f".{n}", getattr(layer, n)) for n in _layer_tensors(layer)], _layer_rebuild, _layer_row_dims, keeps_batch=True),
+            lambda o: (
+                _has_base(o, "transformers", "CacheLayerMixin")
+                or _has_base(o, "transformers", "LinearAttentionCacheLayerMixin")
+            ),
+            Node(
+                "CacheLayer",
+                lambda layer: [(f".{n}", getattr(layer, n)) for n in _layer_tensors(layer)],
+                _layer_rebuild,
+                _layer_row_dims,
+                keeps_batch=True,
+            ),
         ),
-        (lambda o: dataclasses.is_dataclass(o) and not isinstance(o, type), Node("dataclass", _dataclass_children, _dataclass_rebuild)),
-        (lambda o: isinstance(o, dict), Node("dict", lambda d: [(_key_piece(k), d[k]) for k in sorted(d, key=_key_order)], _dict_rebuild)),
-        (lambda o: isinstance(o, list), Node("list", lambda s: [(f"[{i}]", v) for i, v in enumerate(s)], lambda s, k: list(k))),
-        (lambda o: isinstance(o, tuple), Node("tuple", lambda s: [(f"[{i}]", v) for i, v in enumerate(s)], lambda s, k: tuple(k))),
+        (
+            lambda o: dataclasses.is_dataclass(o) and not isinstance(o, type),
+            Node("dataclass", _dataclass_children, _dataclass_rebuild),
+        ),
+        (
+            lambda o: isinstance(o, dict),
+            Node("dict", lambda d: [(_key_piece(k), d[k]) for k in sorted(d, key=_key_order)], _dict_rebuild),
+        ),
+        (
+            lambda o: isinstance(o, list),
+            Node("list", lambda s: [(f"[{i}]", v) for i, v in enumerate(s)], lambda s, k: list(k)),
+        ),
+        (
+            lambda o: isinstance(o, tuple),
+            Node("tuple", lambda s: [(f"[{i}]", v) for i, v in enumerate(s)], lambda s, k: tuple(k)),
+        ),
     ]
 
 
@@ -324,32 +365,65 @@ class _RowOps:
         return parts[0]
 
 
-def _row_walk(objs: list[Any], ns: list[int], ops: _RowOps, *, dim: int, strict: bool, path: str = "", row_dim: Any = _AS_GIVEN, whole: bool = False) -> Any:
+def _row_walk(
+    objs: list[Any],
+    ns: list[int],
+    ops: _RowOps,
+    *,
+    dim: int,
+    strict: bool,
+    path: str = "",
+    row_dim: Any = _AS_GIVEN,
+    whole: bool = False,
+) -> Any:
     head = objs[0]
     if isinstance(head, torch.Tensor):
         explicit = row_dim is not _AS_GIVEN
         if not explicit:
-            row_dim = dim if all(isinstance(o, torch.Tensor) and o.dim() > dim and o.shape[dim] == n for o, n in zip(objs, ns)) else None
+            row_dim = (
+                dim
+                if all(isinstance(o, torch.Tensor) and o.dim() > dim and o.shape[dim] == n for o, n in zip(objs, ns))
+                else None
+            )
         elif row_dim == _UNKNOWN_DIM:
-            raise RowError(f"no rule says which dim of '{path}' holds the rows (shape {tuple(head.shape)}); register its type with samebits.register_node(..., row_dims=...)")
+            raise RowError(
+                f"no rule says which dim of '{path}' holds the rows (shape {tuple(head.shape)}); register its type with samebits.register_node(..., row_dims=...)"
+            )
         if row_dim is not None:
             return ops.tensor(objs, row_dim, whole, path)
         if strict and not explicit:
-            raise RowError(f"the output at '{path or '<output>'}' has shape {tuple(head.shape)}, with no batch dim {dim} of size {ns[0]}: its rows cannot be split")
+            raise RowError(
+                f"the output at '{path or '<output>'}' has shape {tuple(head.shape)}, with no batch dim {dim} of size {ns[0]}: its rows cannot be split"
+            )
         return ops.shared(objs, path)
     if is_leaf(head):
         return ops.shared(objs, path)
-    if isinstance(head, list) and row_dim is _AS_GIVEN and all(isinstance(o, list) and len(o) == n for o, n in zip(objs, ns)):
+    if (
+        isinstance(head, list)
+        and row_dim is _AS_GIVEN
+        and all(isinstance(o, list) and len(o) == n for o, n in zip(objs, ns))
+    ):
         return ops.rows(objs, path)
     node = node_of(head, path)
     kids = [node.children(o) for o in objs]
     pieces = [p for p, _ in kids[0]]
     for other in kids[1:]:
         if [p for p, _ in other] != pieces:
-            raise RowError(f"the parts at '{path or '<root>'}' differ in structure ({', '.join(pieces)} vs {', '.join(p for p, _ in other)})")
+            raise RowError(
+                f"the parts at '{path or '<root>'}' differ in structure ({', '.join(pieces)} vs {', '.join(p for p, _ in other)})"
+            )
     dims = node.row_dims(head) if node.row_dims else [_AS_GIVEN] * len(pieces)
     new = [
-        _row_walk([k[j][1] for k in kids], ns, ops, dim=dim, strict=strict, path=path + pieces[j], row_dim=dims[j], whole=whole or node.keeps_batch)
+        _row_walk(
+            [k[j][1] for k in kids],
+            ns,
+            ops,
+            dim=dim,
+            strict=strict,
+            path=path + pieces[j],
+            row_dim=dims[j],
+            whole=whole or node.keeps_batch,
+        )
         for j in range(len(pieces))
     ]
     return node.rebuild(head, new)
@@ -393,7 +467,9 @@ class _Join(_RowOps):
         if self.strict:
             same = all(torch.equal(head, p) if isinstance(head, torch.Tensor) else p == head for p in parts[1:])
             if not same:
-                raise RowError(f"the value at '{path or '<output>'}' is not a row and differs between batches ({head!r} vs others): it cannot be joined")
+                raise RowError(
+                    f"the value at '{path or '<output>'}' is not a row and differs between batches ({head!r} vs others): it cannot be joined"
+                )
         return head
 
 
@@ -438,7 +514,14 @@ def join(parts: Sequence[Any], sizes: Sequence[int], *, dim: int = 0, strict: bo
     return _row_walk(list(parts), list(sizes), _Join(strict), dim=dim, strict=strict)
 
 
-def map_rows(obj: Any, n: int, tensor_fn: Callable[[torch.Tensor, int], torch.Tensor], entry_fn: Callable[[Any], Any], *, dim: int = 0) -> Any:
+def map_rows(
+    obj: Any,
+    n: int,
+    tensor_fn: Callable[[torch.Tensor, int], torch.Tensor],
+    entry_fn: Callable[[Any], Any],
+    *,
+    dim: int = 0,
+) -> Any:
     """``obj`` (a batch of ``n``) with every row tensor replaced by ``tensor_fn(tensor, dim)``
     and every entry of a row list by ``entry_fn(entry)``; shared leaves kept."""
 
@@ -511,7 +594,11 @@ def skeleton(obj: Any, store: Callable[[torch.Tensor, str], str], name: str = ""
     if type(obj) is dict and all(isinstance(k, str) for k in obj):
         return {"$dict": {k: skeleton(v, store, f"{name}{_key_piece(k)}") for k, v in obj.items()}}
     kind = f"{type(obj).__module__}:{type(obj).__qualname__}"
-    return {"$node": node.name, "type": kind, "children": [[piece, skeleton(child, store, name + piece)] for piece, child in node.children(obj)]}
+    return {
+        "$node": node.name,
+        "type": kind,
+        "children": [[piece, skeleton(child, store, name + piece)] for piece, child in node.children(obj)],
+    }
 
 
 def unskeleton(tree: Any, tensors: dict[str, torch.Tensor]) -> Any:
@@ -549,14 +636,18 @@ def _rebuild_node(tree: dict[str, Any], tensors: dict[str, torch.Tensor]) -> Any
     for part in qualname.split(".") if cls is not None and qualname else ():
         cls = getattr(cls, part, None)
     if not isinstance(cls, type):
-        raise TreeError(f"a stored {rule} of type {kind or '?'} cannot be rebuilt: its class is not loaded (load the model first)")
+        raise TreeError(
+            f"a stored {rule} of type {kind or '?'} cannot be rebuilt: its class is not loaded (load the model first)"
+        )
     pairs = _list_of(tree.get("children"))
     if not all(isinstance(p, list) and len(p) == 2 and isinstance(p[0], str) for p in pairs):
         raise TreeError(f"the stored children of a {rule} are malformed")
     kids = {piece.lstrip("."): unskeleton(sub, tensors) for piece, sub in pairs}
     if rule == "NamedTuple" and issubclass(cls, tuple) and hasattr(cls, "_fields"):
         return cls(**kids)
-    if rule == "ModelOutput" and any(c.__name__ == "ModelOutput" and c.__module__.startswith("transformers") for c in cls.__mro__):
+    if rule == "ModelOutput" and any(
+        c.__name__ == "ModelOutput" and c.__module__.startswith("transformers") for c in cls.__mro__
+    ):
         return cls(**kids)
     if rule == "dataclass" and dataclasses.is_dataclass(cls) and not hasattr(cls, "__post_init__"):
         return cls(**kids)

@@ -36,7 +36,9 @@ def format_groups(groups: list[list[int]], all_sizes: list[int]) -> str:
                 runs[-1].append(s)
             else:
                 runs.append([s])
-        text = ",".join(str(r[0]) if len(r) == 1 else f"{r[0]},{r[1]}" if len(r) == 2 else f"{r[0]}..{r[-1]}" for r in runs)
+        text = ",".join(
+            str(r[0]) if len(r) == 1 else f"{r[0]},{r[1]}" if len(r) == 2 else f"{r[0]}..{r[-1]}" for r in runs
+        )
         parts.append("{" + text + "}")
     return " ".join(parts)
 
@@ -46,7 +48,11 @@ def batch_axis(ctx: CheckContext) -> AxisResult:
     dim = ctx.options.batch_dim
     n0 = batch_size_of(ctx.inputs, dim)
     if n0 is None:
-        return AxisResult("batch", "skipped", reason=f"the inputs have no batch dimension {dim} (no tensor argument with that dim, no list of tensors)")
+        return AxisResult(
+            "batch",
+            "skipped",
+            reason=f"the inputs have no batch dimension {dim} (no tensor argument with that dim, no list of tensors)",
+        )
     gen = torch.Generator().manual_seed(ctx.options.seed + 1)
     sample = take_sample(ctx.inputs, 0, dim)
     alone, alone_trace, _ = ctx.forward(sample, rows=(1, 0))
@@ -67,7 +73,11 @@ def batch_axis(ctx: CheckContext) -> AxisResult:
                 if _key(other) != _key(first):
                     neighbours.append(size)
         except RowError as exc:
-            return AxisResult("batch", "skipped", reason=f"outputs cannot be split per sample: {exc}; pass --batch-dim or skip this axis")
+            return AxisResult(
+                "batch",
+                "skipped",
+                reason=f"outputs cannot be split per sample: {exc}; pass --batch-dim or skip this axis",
+            )
         except Exception as exc:
             errors.append(f"size {size}: {first_line(exc, with_type=True)}")
             continue

@@ -22,7 +22,11 @@ def process_jobs(ctx: CheckContext) -> list[ChildJob]:
 def thread_jobs(ctx: CheckContext) -> list[ChildJob]:
     """One child per thread count, OMP/MKL set before start; one fixed hash seed for all."""
     return [
-        ChildJob(f"{n} thread{'s' if n > 1 else ''}", {"PYTHONHASHSEED": "0", "OMP_NUM_THREADS": str(n), "MKL_NUM_THREADS": str(n)}, threads=n)
+        ChildJob(
+            f"{n} thread{'s' if n > 1 else ''}",
+            {"PYTHONHASHSEED": "0", "OMP_NUM_THREADS": str(n), "MKL_NUM_THREADS": str(n)},
+            threads=n,
+        )
         for n in ctx.options.thread_counts()
     ]
 
@@ -72,7 +76,9 @@ def _with_growth(ctx: CheckContext, runner: ChildRunner, result: AxisResult, pai
     by_label = {j.label: j for j in jobs}
     keep = sorted(keys_for(divergence))
     ops = (divergence.call.name, divergence.call.call)
-    again = runner.run([ChildJob(j.label, j.env, j.threads, keep, ops) for j in (by_label[pair[0].label], by_label[pair[1].label])])
+    again = runner.run(
+        [ChildJob(j.label, j.env, j.threads, keep, ops) for j in (by_label[pair[0].label], by_label[pair[1].label])]
+    )
     if all(r.trace is not None for r in again):
         result.origin = origin_from(divergence, again[0].kept, again[1].kept, ctx.compare_flat)
         if result.origin is not None:
@@ -84,7 +90,16 @@ def run_children_axes(ctx: CheckContext, names: list[str]) -> dict[str, AxisResu
     start = time.monotonic()
     results: dict[str, AxisResult] = {}
     model = getattr(ctx.model, "predictor", None)
-    with ChildRunner(model.model if model else ctx.model, ctx.inputs, spec=ctx.spec, seed=ctx.options.seed, device=ctx.options.device, dtype=ctx.options.dtype, timeout=ctx.options.timeout, runtime=ctx.options.runtime) as runner:
+    with ChildRunner(
+        model.model if model else ctx.model,
+        ctx.inputs,
+        spec=ctx.spec,
+        seed=ctx.options.seed,
+        device=ctx.options.device,
+        dtype=ctx.options.dtype,
+        timeout=ctx.options.timeout,
+        runtime=ctx.options.runtime,
+    ) as runner:
         if runner.skip_reason:
             hint = "; pass a MODEL spec (file.py:factory) so that fresh processes can load it"
             return {n: AxisResult(n, "skipped", reason=runner.skip_reason + hint) for n in names}
@@ -94,7 +109,9 @@ def run_children_axes(ctx: CheckContext, names: list[str]) -> dict[str, AxisResu
         if "threads" in names:
             jobs = thread_jobs(ctx)
             if len(jobs) < 2:
-                results["threads"] = AxisResult("threads", "skipped", reason=f"only one thread count to try ({jobs[0].threads}); pass --threads 1,2")
+                results["threads"] = AxisResult(
+                    "threads", "skipped", reason=f"only one thread count to try ({jobs[0].threads}); pass --threads 1,2"
+                )
             else:
                 plan["threads"] = jobs
         ctx.progress(f"starting {sum(len(j) for j in plan.values())} fresh processes")
@@ -107,9 +124,15 @@ def run_children_axes(ctx: CheckContext, names: list[str]) -> dict[str, AxisResu
             results[name], pair = _compare_children(ctx, name, part)
             if name == "process" and pair is not None:
                 ctx.progress("re-running the processes with one fixed PYTHONHASHSEED")
-                fixed = runner.run([ChildJob(f"PYTHONHASHSEED=0 #{i}", {"PYTHONHASHSEED": "0"}) for i in range(len(jobs))])
+                fixed = runner.run(
+                    [ChildJob(f"PYTHONHASHSEED=0 #{i}", {"PYTHONHASHSEED": "0"}) for i in range(len(jobs))]
+                )
                 again, _ = _compare_children(ctx, name, fixed)
-                results[name].details["fixed_hash_seed"] = {"verdict": again.verdict, "agreed": again.agreed, "runs": again.runs}
+                results[name].details["fixed_hash_seed"] = {
+                    "verdict": again.verdict,
+                    "agreed": again.agreed,
+                    "runs": again.runs,
+                }
             if pair is not None:
                 ctx.progress(f"{name}: a second pass that keeps the tensors")
                 _with_growth(ctx, runner, results[name], pair, jobs)

@@ -18,7 +18,9 @@ from samebits.probe.trace import first_divergence
 from samebits.tensors.digest import digest
 
 
-def _verdict_of(ctx: CheckContext, outputs: list[Any], traces: list[Any]) -> tuple[str, int, Difference | None, int | None]:
+def _verdict_of(
+    ctx: CheckContext, outputs: list[Any], traces: list[Any]
+) -> tuple[str, int, Difference | None, int | None]:
     """Compare every run with the first: (verdict, runs that agree bit for bit, worst difference,
     index of the first run that differs)."""
     agreed, worst, first_bad, verdict = 1, None, None, "identical"
@@ -53,7 +55,11 @@ def repeat_axis(ctx: CheckContext) -> AxisResult:
         result.origin = origin_from(divergence, kept[0], kept[bad], ctx.compare_flat)
         seed_rngs(ctx.options.seed)
         op_origin(ctx, result.origin, divergence, ctx.inputs, ctx.inputs)
-    result.summary = f"{agreed}/{len(runs)} runs identical" if verdict != "close" else f"{agreed}/{len(runs)} runs bit-identical, all within tolerance"
+    result.summary = (
+        f"{agreed}/{len(runs)} runs identical"
+        if verdict != "close"
+        else f"{agreed}/{len(runs)} runs bit-identical, all within tolerance"
+    )
     result.seconds = time.monotonic() - start
     return result
 
@@ -121,7 +127,9 @@ def seed_axis(ctx: CheckContext) -> AxisResult:
     if bad is not None and ctx.hookable and ctx.options.localize:
         result.origin = origin_from(first_divergence(traces[0], traces[bad]))
     if verdict == "identical":
-        result.summary = f"{agreed}/{len(outputs)} seeds give identical outputs" + (f" (the forward draws from {', '.join(rngs)} without effect)" if rngs else "")
+        result.summary = f"{agreed}/{len(outputs)} seeds give identical outputs" + (
+            f" (the forward draws from {', '.join(rngs)} without effect)" if rngs else ""
+        )
     else:
         who = ", ".join(f"{m} ({t})" for m, t, _ in modules) or "code hooks cannot see"
         result.summary = f"outputs depend on the seed: the forward draws from {', '.join(rngs) or 'an RNG'} in {who}"
@@ -141,7 +149,9 @@ def state_axis(ctx: CheckContext) -> AxisResult:
     """Digests of every parameter and buffer before and after one forward."""
     start = time.monotonic()
     if not isinstance(ctx.module, nn.Module):
-        return AxisResult("state", "skipped", reason="the model has no parameters or buffers that samebits can see (not an nn.Module)")
+        return AxisResult(
+            "state", "skipped", reason="the model has no parameters or buffers that samebits can see (not an nn.Module)"
+        )
     before = state_digests(ctx.module)
     seed_rngs(ctx.options.seed)
     ctx.forward()

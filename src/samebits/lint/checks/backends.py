@@ -66,7 +66,10 @@ def benchmark_with_determinism(ctx: FileContext) -> Iterator[Finding]:
 def deterministic_warn_only(ctx: FileContext) -> Iterator[Finding]:
     for call in ctx.calls:
         if ctx.dotted(call.func) == "torch.use_deterministic_algorithms":
-            if any(k.arg == "warn_only" and isinstance(k.value, ast.Constant) and k.value.value is True for k in call.keywords):
+            if any(
+                k.arg == "warn_only" and isinstance(k.value, ast.Constant) and k.value.value is True
+                for k in call.keywords
+            ):
                 yield ctx.finding(call, "SB108")
 
 

@@ -10,21 +10,53 @@ from collections.abc import Iterator
 from pathlib import Path
 
 # Names that say "module" or "tensor" when nothing better is known (documented in SB202).
-MODULE_NAME = re.compile(r"(^|_)(model|models|net|network|module|encoder|decoder|backbone|head|classifier|detector|layer|block|policy|critic|actor|generator|discriminator)s?\d*$", re.I)
-TENSOR_NAME = re.compile(r"^(x|y|z|xb|yb|x\d|inputs?|input_ids|batch|images?|imgs?|tensor|targets?|labels?|logits|features?|feats|data|sample|samples|mask|tokens|pixel_values|.*_tensor|.*_t)$", re.I)
-MODEL_FACTORIES = ("from_pretrained", "create_model", "jit.load", "jit.script", "jit.trace", "load_model", "build_model", "get_model")
+MODULE_NAME = re.compile(
+    r"(^|_)(model|models|net|network|module|encoder|decoder|backbone|head|classifier|detector|layer|block|policy|critic|actor|generator|discriminator)s?\d*$",
+    re.I,
+)
+TENSOR_NAME = re.compile(
+    r"^(x|y|z|xb|yb|x\d|inputs?|input_ids|batch|images?|imgs?|tensor|targets?|labels?|logits|features?|feats|data|sample|samples|mask|tokens|pixel_values|.*_tensor|.*_t)$",
+    re.I,
+)
+MODEL_FACTORIES = (
+    "from_pretrained",
+    "create_model",
+    "jit.load",
+    "jit.script",
+    "jit.trace",
+    "load_model",
+    "build_model",
+    "get_model",
+)
 TENSOR_FACTORIES = {
     "torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.randn", "torch.rand", "torch.randint", "torch.zeros", "torch.ones",
     "torch.empty", "torch.full", "torch.arange", "torch.linspace", "torch.stack", "torch.cat", "torch.randn_like", "torch.rand_like",
     "torch.zeros_like", "torch.ones_like", "torch.empty_like", "torch.normal", "torch.randperm",
 }  # fmt: skip
-RANDOM_TENSOR = {"torch.randn", "torch.rand", "torch.randint", "torch.randperm", "torch.normal", "torch.randn_like", "torch.rand_like", "torch.bernoulli", "torch.multinomial"}
+RANDOM_TENSOR = {
+    "torch.randn",
+    "torch.rand",
+    "torch.randint",
+    "torch.randperm",
+    "torch.normal",
+    "torch.randn_like",
+    "torch.rand_like",
+    "torch.bernoulli",
+    "torch.multinomial",
+}
 SEED_CALLS = {
     "torch.manual_seed", "torch.cuda.manual_seed", "torch.cuda.manual_seed_all", "numpy.random.seed", "random.seed",
     "samebits.seed_everything", "seed_everything", "lightning.seed_everything", "pytorch_lightning.seed_everything",
     "lightning.pytorch.seed_everything", "transformers.set_seed", "set_seed", "samebits.deterministic",
 }  # fmt: skip
-NO_GRAD = {"torch.no_grad", "torch.inference_mode", "torch.set_grad_enabled", "torch.autograd.grad_mode.no_grad", "no_grad", "inference_mode"}
+NO_GRAD = {
+    "torch.no_grad",
+    "torch.inference_mode",
+    "torch.set_grad_enabled",
+    "torch.autograd.grad_mode.no_grad",
+    "no_grad",
+    "inference_mode",
+}
 
 
 @dataclasses.dataclass
@@ -45,7 +77,9 @@ class Finding:
 class FileContext:
     """A parsed file with the facts the checks share."""
 
-    def __init__(self, path: Path, display: str, source: str, tree: ast.Module, project_min_torch: tuple[int, int] | None = None) -> None:
+    def __init__(
+        self, path: Path, display: str, source: str, tree: ast.Module, project_min_torch: tuple[int, int] | None = None
+    ) -> None:
         self.path, self.display, self.source, self.tree = path, display, source, tree
         self.project_min_torch = project_min_torch
         self.parents: dict[ast.AST, ast.AST] = {}
@@ -62,7 +96,14 @@ class FileContext:
         from samebits.lint.rules import BY_CODE
 
         rule = BY_CODE[code]
-        return Finding(self.display, getattr(node, "lineno", 1), getattr(node, "col_offset", 0) + 1, code, rule.name, message or rule.message)
+        return Finding(
+            self.display,
+            getattr(node, "lineno", 1),
+            getattr(node, "col_offset", 0) + 1,
+            code,
+            rule.name,
+            message or rule.message,
+        )
 
     def dotted(self, node: ast.AST) -> str | None:
         """``torch.backends.cudnn.benchmark`` for an attribute chain, with import aliases resolved."""
@@ -107,12 +148,19 @@ class FileContext:
         target = expr.func if isinstance(expr, ast.Call) else expr
         name = self.dotted(target) or ""
         if name in ("torch.set_grad_enabled", "set_grad_enabled"):
-            return isinstance(expr, ast.Call) and bool(expr.args) and isinstance(expr.args[0], ast.Constant) and expr.args[0].value is False
+            return (
+                isinstance(expr, ast.Call)
+                and bool(expr.args)
+                and isinstance(expr.args[0], ast.Constant)
+                and expr.args[0].value is False
+            )
         return name in NO_GRAD or name.endswith((".no_grad", ".inference_mode"))
 
     def in_loop(self, node: ast.AST) -> ast.AST | None:
         for parent in self.ancestors(node):
-            if isinstance(parent, (ast.For, ast.AsyncFor, ast.While, ast.comprehension, ast.ListComp, ast.GeneratorExp)):
+            if isinstance(
+                parent, (ast.For, ast.AsyncFor, ast.While, ast.comprehension, ast.ListComp, ast.GeneratorExp)
+            ):
                 return parent
             if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 return None
@@ -131,16 +179,28 @@ class FileContext:
     @property
     def trains(self) -> bool:
         """Whether the file has a training step (a backward pass or an optimizer step)."""
-        return any(n.endswith((".backward", ".step")) and not n.endswith("scheduler.step") for n in self.call_names) or "backward" in self.call_names
+        return (
+            any(n.endswith((".backward", ".step")) and not n.endswith("scheduler.step") for n in self.call_names)
+            or "backward" in self.call_names
+        )
 
     @property
     def inference_file(self) -> bool:
         """The file looks like inference: it calls .eval(), loads weights, or uses no_grad, and does not train."""
         if self.trains:
             return False
-        signs = (".eval", ".load_state_dict", "torch.load", "torch.no_grad", "torch.inference_mode", "torch.jit.load", ".from_pretrained")
+        signs = (
+            ".eval",
+            ".load_state_dict",
+            "torch.load",
+            "torch.no_grad",
+            "torch.inference_mode",
+            "torch.jit.load",
+            ".from_pretrained",
+        )
         return any(n.endswith(signs) or n in signs for n in self.call_names) or any(
-            isinstance(p, ast.With) and any(self._is_no_grad(i.context_expr) for i in p.items) for p in ast.walk(self.tree)
+            isinstance(p, ast.With) and any(self._is_no_grad(i.context_expr) for i in p.items)
+            for p in ast.walk(self.tree)
         )
 
     def asks_for_determinism(self) -> bool:
@@ -194,7 +254,11 @@ def _module_classes(tree: ast.Module, ctx: FileContext) -> set[str]:
 
 def _value_kind(ctx: FileContext, value: ast.AST) -> str | None:
     """``"model"``, ``"tensor"`` or ``None`` for the value bound to a name."""
-    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in ("eval", "to", "cuda", "cpu", "train", "half", "float", "requires_grad_"):
+    while (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr in ("eval", "to", "cuda", "cpu", "train", "half", "float", "requires_grad_")
+    ):
         inner = _value_kind(ctx, value.func.value)
         if inner is not None:
             return inner
@@ -202,7 +266,11 @@ def _value_kind(ctx: FileContext, value: ast.AST) -> str | None:
     if isinstance(value, ast.Call):
         name = ctx.dotted(value.func) or ""
         last = name.rsplit(".", 1)[-1]
-        if name.startswith(("torch.nn.", "nn.")) and last[:1].isupper() and last not in ("Parameter", "ParameterList", "ParameterDict"):
+        if (
+            name.startswith(("torch.nn.", "nn."))
+            and last[:1].isupper()
+            and last not in ("Parameter", "ParameterList", "ParameterDict")
+        ):
             return "model"
         if last in ctx.module_classes or name.endswith(MODEL_FACTORIES):
             return "model"
@@ -231,11 +299,22 @@ def _bindings(ctx: FileContext) -> tuple[set[str], set[str], set[str]]:
     bound = set(models)
     # Variables whose name says "model" count as models unless bound to a tensor (documented
     # heuristic); names of functions, classes and imports are not variables.
-    not_variables = set(ctx.aliases) | {n.name for n in ast.walk(ctx.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    not_variables = set(ctx.aliases) | {
+        n.name for n in ast.walk(ctx.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    }
     for node in ast.walk(ctx.tree):
-        name = ctx.name_of(node) if isinstance(node, (ast.Name, ast.Attribute, ast.arg)) else (node.arg if isinstance(node, ast.arg) else None)
+        name = (
+            ctx.name_of(node)
+            if isinstance(node, (ast.Name, ast.Attribute, ast.arg))
+            else (node.arg if isinstance(node, ast.arg) else None)
+        )
         if isinstance(node, ast.arg):
             name = node.arg
-        if name and name not in tensors and name not in not_variables and MODULE_NAME.search(name.removeprefix("self.")):
+        if (
+            name
+            and name not in tensors
+            and name not in not_variables
+            and MODULE_NAME.search(name.removeprefix("self."))
+        ):
             models.add(name)
     return models, tensors, bound

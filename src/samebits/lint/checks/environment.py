@@ -18,7 +18,11 @@ def env_writes(ctx: FileContext, var: str) -> Iterator[ast.AST]:
                     yield node
         elif isinstance(node, ast.Call):
             name = ctx.dotted(node.func)
-            if name in ("os.environ.setdefault", "os.putenv", "os.environ.__setitem__") and node.args and _const(node.args[0]) == var:
+            if (
+                name in ("os.environ.setdefault", "os.putenv", "os.environ.__setitem__")
+                and node.args
+                and _const(node.args[0]) == var
+            ):
                 yield node
             elif name == "os.environ.update" and node.args and isinstance(node.args[0], ast.Dict):
                 if any(_const(k) == var for k in node.args[0].keys if k is not None):
@@ -39,13 +43,25 @@ def hashseed_in_process(ctx: FileContext) -> Iterator[Finding]:
 def _cuda_use(ctx: FileContext, node: ast.AST) -> bool:
     if isinstance(node, ast.Call):
         name = ctx.dotted(node.func) or ""
-        if name.endswith(".cuda") or (name.startswith("torch.cuda.") and not name.endswith(("is_available", "device_count"))):
+        if name.endswith(".cuda") or (
+            name.startswith("torch.cuda.") and not name.endswith(("is_available", "device_count"))
+        ):
             return True
-        if name.endswith(".to") and any(isinstance(a, ast.Constant) and str(a.value).startswith("cuda") for a in node.args):
+        if name.endswith(".to") and any(
+            isinstance(a, ast.Constant) and str(a.value).startswith("cuda") for a in node.args
+        ):
             return True
-        if any(k.arg == "device" and isinstance(k.value, ast.Constant) and str(k.value.value).startswith("cuda") for k in node.keywords):
+        if any(
+            k.arg == "device" and isinstance(k.value, ast.Constant) and str(k.value.value).startswith("cuda")
+            for k in node.keywords
+        ):
             return True
-        if name == "torch.device" and node.args and isinstance(node.args[0], ast.Constant) and str(node.args[0].value).startswith("cuda"):
+        if (
+            name == "torch.device"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and str(node.args[0].value).startswith("cuda")
+        ):
             return True
     return False
 
@@ -58,7 +74,9 @@ def cublas_config_late(ctx: FileContext) -> Iterator[Finding]:
     for node in writes:
         earlier = [line for line in uses if line < node.lineno]
         if earlier:
-            yield ctx.finding(node, "SB105", f"CUBLAS_WORKSPACE_CONFIG set after CUDA may already be in use (line {earlier[0]})")
+            yield ctx.finding(
+                node, "SB105", f"CUBLAS_WORKSPACE_CONFIG set after CUDA may already be in use (line {earlier[0]})"
+            )
 
 
 CHECKS = (hashseed_in_process, cublas_config_late)

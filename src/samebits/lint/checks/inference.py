@@ -29,17 +29,32 @@ def _is_tensorish(ctx: FileContext, node: ast.AST) -> bool:
 
 def discarded_to_result(ctx: FileContext) -> Iterator[Finding]:
     for node in ast.walk(ctx.tree):
-        if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute)):
+        if not (
+            isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Attribute)
+        ):
             continue
         func = node.value.func
         if func.attr in MOVES and _is_tensorish(ctx, func.value):
             target = ast.unparse(func.value)
-            yield ctx.finding(node, "SB202", f"{target}.{func.attr}(...) returns a new tensor that is thrown away: {target} stays as it was; write {target} = {target}.{func.attr}(...)")
+            yield ctx.finding(
+                node,
+                "SB202",
+                f"{target}.{func.attr}(...) returns a new tensor that is thrown away: {target} stays as it was; write {target} = {target}.{func.attr}(...)",
+            )
 
 
 def _in_forward(ctx: FileContext, node: ast.AST) -> bool:
     for parent in ctx.ancestors(node):
-        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) and parent.name in ("forward", "__call__", "training_step", "validation_step", "test_step", "predict_step"):
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) and parent.name in (
+            "forward",
+            "__call__",
+            "training_step",
+            "validation_step",
+            "test_step",
+            "predict_step",
+        ):
             return True
         if isinstance(parent, ast.ClassDef) and parent.name in ctx.module_classes:
             return True
@@ -73,7 +88,12 @@ def _model_is_parameter(ctx: FileContext, call: ast.AST) -> bool:
 
 
 def _grad_free(ctx: FileContext, node: ast.AST, safe_functions: set[str]) -> bool:
-    return ctx.under_no_grad(node) or _in_forward(ctx, node) or _enclosing_function(ctx, node) in safe_functions or _model_is_parameter(ctx, node)
+    return (
+        ctx.under_no_grad(node)
+        or _in_forward(ctx, node)
+        or _enclosing_function(ctx, node) in safe_functions
+        or _model_is_parameter(ctx, node)
+    )
 
 
 def inference_without_no_grad(ctx: FileContext) -> Iterator[Finding]:
@@ -82,14 +102,26 @@ def inference_without_no_grad(ctx: FileContext) -> Iterator[Finding]:
     safe = _functions_called_without_grad(ctx)
     for call in ctx.calls:
         if ctx.is_model_call(call) and not _grad_free(ctx, call, safe):
-            yield ctx.finding(call, "SB301", f"{ast.unparse(call.func)}(...) runs for inference with grad mode on: wrap it in torch.inference_mode()")
+            yield ctx.finding(
+                call,
+                "SB301",
+                f"{ast.unparse(call.func)}(...) runs for inference with grad mode on: wrap it in torch.inference_mode()",
+            )
 
 
 def _evaluated(ctx: FileContext) -> set[str]:
     names = set()
     for call in ctx.calls:
         func = call.func
-        if isinstance(func, ast.Attribute) and (func.attr == "eval" or (func.attr == "train" and call.args and isinstance(call.args[0], ast.Constant) and call.args[0].value is False)):
+        if isinstance(func, ast.Attribute) and (
+            func.attr == "eval"
+            or (
+                func.attr == "train"
+                and call.args
+                and isinstance(call.args[0], ast.Constant)
+                and call.args[0].value is False
+            )
+        ):
             inner = func.value
             while isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute):
                 inner = inner.func.value
@@ -118,11 +150,19 @@ def missing_eval(ctx: FileContext) -> Iterator[Finding]:
         name = ctx.name_of(func)
         if name in ctx.bound_models and name not in evaluated and name not in reported and not _in_forward(ctx, call):
             reported.add(name)
-            yield ctx.finding(call, "SB107", f"{name} is used for inference but never put in eval mode: call {name}.eval() after loading")
+            yield ctx.finding(
+                call,
+                "SB107",
+                f"{name} is used for inference but never put in eval mode: call {name}.eval() after loading",
+            )
 
 
 def _single_item(ctx: FileContext, arg: ast.AST) -> bool:
-    if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute) and arg.func.attr in ("unsqueeze", "unsqueeze_"):
+    if (
+        isinstance(arg, ast.Call)
+        and isinstance(arg.func, ast.Attribute)
+        and arg.func.attr in ("unsqueeze", "unsqueeze_")
+    ):
         return bool(arg.args) and isinstance(arg.args[0], ast.Constant) and arg.args[0].value == 0
     if isinstance(arg, ast.Call) and ctx.dotted(arg.func) == "torch.unsqueeze":
         return len(arg.args) > 1 and isinstance(arg.args[1], ast.Constant) and arg.args[1].value == 0
@@ -133,21 +173,40 @@ def _single_item(ctx: FileContext, arg: ast.AST) -> bool:
             return True  # x[None], x[None, ...]
         if isinstance(first, ast.Slice) and first.lower is not None and isinstance(first.upper, ast.BinOp):
             upper = first.upper  # x[i:i+1]
-            return isinstance(upper.op, ast.Add) and ast.dump(upper.left) == ast.dump(first.lower) and isinstance(upper.right, ast.Constant) and upper.right.value == 1
+            return (
+                isinstance(upper.op, ast.Add)
+                and ast.dump(upper.left) == ast.dump(first.lower)
+                and isinstance(upper.right, ast.Constant)
+                and upper.right.value == 1
+            )
     return False
 
 
 def per_sample_loop(ctx: FileContext) -> Iterator[Finding]:
     for call in ctx.calls:
-        if ctx.is_model_call(call) and call.args and _single_item(ctx, call.args[0]) and ctx.in_loop(call) is not None and not _in_forward(ctx, call):
-            yield ctx.finding(call, "SB201", f"{ast.unparse(call.func)} is called on one sample per iteration ({ast.unparse(call.args[0])}): batch the samples")
+        if (
+            ctx.is_model_call(call)
+            and call.args
+            and _single_item(ctx, call.args[0])
+            and ctx.in_loop(call) is not None
+            and not _in_forward(ctx, call)
+        ):
+            yield ctx.finding(
+                call,
+                "SB201",
+                f"{ast.unparse(call.func)} is called on one sample per iteration ({ast.unparse(call.args[0])}): batch the samples",
+            )
 
 
 def _carries_graph(ctx: FileContext, expr: ast.AST, tainted: set[str]) -> bool:
     """Whether ``expr`` is (derived from) a model output that still carries its graph."""
     if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in DETACHED:
         return False
-    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in ("float", "int", "bool", "len", "str"):
+    if (
+        isinstance(expr, ast.Call)
+        and isinstance(expr.func, ast.Name)
+        and expr.func.id in ("float", "int", "bool", "len", "str")
+    ):
         return False
     if ctx.is_model_call(expr):
         return True
@@ -180,7 +239,12 @@ def outputs_kept_with_grad(ctx: FileContext) -> Iterator[Finding]:
     safe = _functions_called_without_grad(ctx)
     for node in ast.walk(ctx.tree):
         kept: ast.AST | None = None
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("append", "extend", "add") and node.args:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("append", "extend", "add")
+            and node.args
+        ):
             kept = node.args[0]
             if isinstance(kept, (ast.List, ast.Tuple)) and node.func.attr == "extend":
                 kept = next((e for e in kept.elts if _carries_graph(ctx, e, tainted)), None)
@@ -190,7 +254,11 @@ def outputs_kept_with_grad(ctx: FileContext) -> Iterator[Finding]:
             kept = node.value
         if kept is None or not _carries_graph(ctx, kept, tainted) or _grad_free(ctx, node, safe):
             continue
-        yield ctx.finding(node, "SB302", f"{ast.unparse(kept)} keeps its autograd graph alive: store {ast.unparse(kept)}.detach() (or .item()), or run under torch.inference_mode()")
+        yield ctx.finding(
+            node,
+            "SB302",
+            f"{ast.unparse(kept)} keeps its autograd graph alive: store {ast.unparse(kept)}.detach() (or .item()), or run under torch.inference_mode()",
+        )
 
 
 CHECKS = (discarded_to_result, inference_without_no_grad, missing_eval, per_sample_loop, outputs_kept_with_grad)

@@ -9,7 +9,9 @@ from samebits.lint.checks.common import RANDOM_TENSOR, SEED_CALLS, FileContext, 
 
 
 def _seeds(ctx: FileContext) -> bool:
-    return bool(ctx.call_names & SEED_CALLS) or any(n.endswith((".manual_seed", "seed_everything")) for n in ctx.call_names)
+    return bool(ctx.call_names & SEED_CALLS) or any(
+        n.endswith((".manual_seed", "seed_everything")) for n in ctx.call_names
+    )
 
 
 def dataloader_workers_unseeded(ctx: FileContext) -> Iterator[Finding]:
@@ -27,7 +29,11 @@ def dataloader_workers_unseeded(ctx: FileContext) -> Iterator[Finding]:
             continue
         if "worker_init_fn" not in keywords or "generator" not in keywords:
             missing = [k for k in ("worker_init_fn", "generator") if k not in keywords]
-            yield ctx.finding(call, "SB104", f"DataLoader with worker processes but no {' and no '.join(missing)}, in a file that seeds RNGs")
+            yield ctx.finding(
+                call,
+                "SB104",
+                f"DataLoader with worker processes but no {' and no '.join(missing)}, in a file that seeds RNGs",
+            )
 
 
 def _is_seed(ctx: FileContext, call: ast.Call) -> bool:
@@ -41,7 +47,11 @@ def _creates(ctx: FileContext, call: ast.Call) -> str | None:
     last = name.rsplit(".", 1)[-1]
     if any(k.arg == "generator" for k in call.keywords):
         return None  # drawn from its own generator, not the global RNG
-    if name in RANDOM_TENSOR or name.startswith("numpy.random.") and last not in ("seed", "default_rng", "RandomState", "Generator", "get_state", "set_state"):
+    if (
+        name in RANDOM_TENSOR
+        or name.startswith("numpy.random.")
+        and last not in ("seed", "default_rng", "RandomState", "Generator", "get_state", "set_state")
+    ):
         return f"random values ({name})"
     if name.startswith("torch.nn.") and last[:1].isupper():
         return f"a model ({last})"
@@ -57,10 +67,16 @@ def seed_after_model(ctx: FileContext) -> Iterator[Finding]:
         for stmt in scope.body:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue
-            calls = sorted((n for n in _walk_same_scope(stmt) if isinstance(n, ast.Call)), key=lambda n: (n.lineno, n.col_offset))
+            calls = sorted(
+                (n for n in _walk_same_scope(stmt) if isinstance(n, ast.Call)), key=lambda n: (n.lineno, n.col_offset)
+            )
             for node in calls:
                 if _is_seed(ctx, node) and created is not None:
-                    yield ctx.finding(node, "SB106", f"RNGs seeded after {created[1]} was created at line {created[0]}: it came from an unseeded RNG")
+                    yield ctx.finding(
+                        node,
+                        "SB106",
+                        f"RNGs seeded after {created[1]} was created at line {created[0]}: it came from an unseeded RNG",
+                    )
                     return
                 what = _creates(ctx, node)
                 if what and created is None:
