@@ -54,6 +54,17 @@ def _private_cache(tmp_path_factory):
     os.environ.pop("SAMEBITS_CACHE_DIR", None)
 
 
+@pytest.fixture(autouse=True)
+def _seed_variable_kept():
+    """seed_everything() writes SAMEBITS_SEED: no test leaves it behind for the next."""
+    before = os.environ.get("SAMEBITS_SEED")
+    yield
+    if before is None:
+        os.environ.pop("SAMEBITS_SEED", None)
+    else:
+        os.environ["SAMEBITS_SEED"] = before
+
+
 @pytest.fixture
 def cli():
     return run_cli

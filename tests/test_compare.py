@@ -96,7 +96,11 @@ def test_atol_and_rtol_both_or_neither():
 
 
 def test_tolerances_match_torch_testing():
-    assert tolerances_for(torch.float32) == (1.3e-6, 1e-5)
+    assert tolerances_for(torch.float32) == (1.3e-6, 1e-5) and tolerances_for(torch.float32).atol == 1e-5
+    # named, so they cannot be swapped into compare() by position
+    assert compare(torch.ones(1), torch.ones(1) + 1e-6, **tolerances_for(torch.float32)._asdict()).verdict == "close"
+    with pytest.raises(TypeError):
+        compare(torch.ones(1), torch.ones(1), 1e-5, 1e-6)
     assert tolerances_for(torch.bfloat16) == (1.6e-2, 1e-5)
     assert tolerances_for(torch.float16) == (1e-3, 1e-5)
     assert tolerances_for(torch.float64) == (1e-7, 1e-7)

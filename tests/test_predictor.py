@@ -38,14 +38,15 @@ def test_a_sample_gets_the_same_bits_in_every_batch(cache, backend):
         assert p.invariance.scheme in ("tile", "class") and p.invariance.sizes
 
 
-def test_the_bare_model_is_batch_variant_here_so_the_test_means_something():
+def test_the_predictor_removes_a_batch_dependence_the_bare_model_has():
     loaded = samebits.load_model("demo:mlp")
     x = rows(8)
     with torch.inference_mode():
-        differs = not torch.equal(loaded.model(x[:1])[0], loaded.model(x)[0])
-    if not differs:
-        pytest.skip("this CPU's GEMM is batch-invariant for demo:mlp: the Predictor test above cannot fail here")
-    assert differs
+        bare_differs = not torch.equal(loaded.model(x[:1])[0], loaded.model(x)[0])
+    if not bare_differs:
+        pytest.skip("this CPU's GEMM is batch-invariant for demo:mlp: there is nothing for the Predictor to fix here")
+    with samebits.Predictor("demo:mlp", deterministic=False) as p:
+        assert torch.equal(p.predict(x)[0], p.predict_one(x[0]))
 
 
 def test_map_keeps_order_and_handles_the_partial_batch(cache):
@@ -134,13 +135,13 @@ def test_check_through_the_predictor_shows_the_fix(cache, monkeypatch):
 
     monkeypatch.setenv("SAMEBITS_CACHE_DIR", str(cache))
     bare = check("demo:mlp", axes=("batch",), batch_sizes=(1, 2, 4, 8))
+    if bare.axis("batch").verdict != "diverged":
+        pytest.skip("the bare demo:mlp is batch-invariant on this CPU: the fix cannot be shown here")
     fixed = check("demo:mlp", axes=("batch", "state", "process"), batch_sizes=(1, 2, 4, 8), runtime="predictor")
     assert fixed.axis("batch").verdict == "identical" and fixed.axis("state").verdict == "identical"
     assert fixed.axis("process").verdict == "identical"
     assert "ran through predictor" in fixed.localization
     assert not torch.are_deterministic_algorithms_enabled()  # the Predictor's profile ended with the check
-    if bare.axis("batch").verdict != "diverged":
-        pytest.skip("the bare demo:mlp is batch-invariant on this CPU: the fix cannot be shown here")
 
 
 def test_concurrent_predict_calls_from_threads(cache):

@@ -30,8 +30,24 @@ def test_readme_python_example_runs(tmp_path):
 
 
 def test_readme_first_command_runs_check_on_the_demo():
+    import json
+
     first = _blocks("bash")[0].strip()
     assert first.endswith("&& samebits check")
+    out = subprocess.run(
+        [sys.executable, "-m", "samebits", "check", "--json", "-"],
+        capture_output=True,
+        text=True,
+        env=scrubbed_env(),
+        timeout=300,
+    )
+    report = json.loads(out.stdout)
+    verdicts = {a["axis"]: a["verdict"] for a in report["axes"]}
+    assert report["model"] == "demo:mlp" and set(verdicts) == {"repeat", "seed", "state", "process", "threads", "batch"}
+    assert {a: v for a, v in verdicts.items() if a != "batch"} == dict.fromkeys(
+        ["repeat", "seed", "state", "process", "threads"], "identical"
+    )
+    assert out.returncode == (1 if verdicts["batch"] == "diverged" else 0) == report["exit_code"]
 
 
 def test_switches_example_runs():

@@ -59,3 +59,20 @@ def test_dataloader_workers_get_distinct_reproducible_seeds():
     numpy_draws, python_draws = a[:, 1], a[:, 2]
     assert len(set(numpy_draws.tolist())) == len(numpy_draws)
     assert len(set(python_draws.tolist())) == len(python_draws)
+
+
+def test_seed_everything_none_reads_the_seed_samebits_run_set(monkeypatch):
+    monkeypatch.setenv("SAMEBITS_SEED", "17")
+    assert seed_everything(None) == 17
+    monkeypatch.delenv("SAMEBITS_SEED")
+    assert seed_everything(None) == 0
+
+
+def test_samebits_seed_alone_does_not_loosen_verify(tmp_path, monkeypatch):
+    import samebits
+
+    golden = samebits.record("demo:mlp", tmp_path / "g.safetensors")
+    monkeypatch.setenv("SAMEBITS_SEED", "5")  # differs from the recording, which had none
+    report = samebits.verify(golden)
+    assert report.policy == "exact" and report.verdict == "identical"
+    assert any(c["field"] == "env.SAMEBITS_SEED" and not c["affects_bits"] for c in report.fingerprint_changes)

@@ -66,7 +66,7 @@ class CheckContext:
 
     def compare_flat(self, a: dict[str, Any], b: dict[str, Any]) -> TreeComparison:
         """Like :meth:`compare`, for outputs already flattened to ``{path: leaf}``."""
-        return compare_trees(a, b, self.options.atol, self.options.rtol)
+        return compare_trees(a, b, atol=self.options.atol, rtol=self.options.rtol)
 
     def forward(
         self, inputs: ModelInputs | None = None, keep: set[str] | None = None, rows: tuple[int, int] | None = None

@@ -11,6 +11,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from samebits.errors import UserError
+
 MAX_SEED = 2**32 - 1  # NumPy's legacy global RNG takes seeds in [0, 2**32 - 1]
 
 
@@ -35,14 +37,21 @@ def cuda_rng_in_reach(device: str | None = None) -> bool:
     return torch.cuda.is_initialized()
 
 
-def seed_everything(seed: int = 0, *, device: str | None = None) -> int:
+def seed_everything(seed: int | None = None, *, device: str | None = None) -> int:
     """Seed Python ``random``, NumPy's global RNG and torch (CPU and every CUDA device); return the seed.
 
-    This is an explicit setter: nothing is restored, and ``SAMEBITS_SEED`` is set so that child
-    processes can read the seed. Use :func:`samebits.deterministic` for a scoped version, and
+    ``seed=None`` reads ``SAMEBITS_SEED`` (which ``samebits run --seed N`` sets), else 0. This is
+    an explicit setter: nothing is restored, and ``SAMEBITS_SEED`` is set so that child
+    processes can read the seed back the same way. Use :func:`samebits.deterministic` for a scoped version, and
     ``samebits run`` for ``PYTHONHASHSEED`` (which only works before the interpreter starts).
     CUDA generators that are not initialised yet are seeded lazily by torch when CUDA starts.
     """
+    if seed is None:
+        text = os.environ.get("SAMEBITS_SEED", "0")
+        try:
+            seed = int(text)
+        except ValueError:
+            raise UserError(f"SAMEBITS_SEED={text!r} is not an integer seed") from None
     seed_rngs(seed, device=device)
     os.environ["SAMEBITS_SEED"] = str(seed)
     return seed

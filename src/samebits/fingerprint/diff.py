@@ -31,6 +31,11 @@ _NOTES: list[tuple[str, bool, str]] = [
     ("flags.torch.get_num_threads", True, "intra-op threads: reductions split differently"),
     ("flags.torch.get_num_interop_threads", False, "inter-op threads: scheduling only"),
     ("env.PYTHONHASHSEED", True, "hash seed: set and dict order of strings changes"),
+    (
+        "env.SAMEBITS_SEED",
+        False,
+        "samebits' seed for child processes: read by seed_everything(None), never by a kernel",
+    ),
     ("env.OMP_NUM_THREADS", True, "thread count: reductions split differently"),
     ("env.MKL_NUM_THREADS", True, "thread count: reductions split differently"),
     ("env.MKL_CBWR", True, "MKL conditional numerical reproducibility mode"),
@@ -72,6 +77,16 @@ def note_for(field: str) -> tuple[bool, str]:
         if (field == prefix or field.startswith(prefix + ".")) and len(prefix) > len(best[0]):
             best = (prefix, affects, note)
     return best[1], best[2]
+
+
+def bit_relevant(data: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a fingerprint (as a dict) that can change bits, by the notes above: the one
+    definition that verify's policy and the Predictor's cache key share."""
+    return {
+        field: value
+        for field, value in flatten_fields(data).items()
+        if field != "schema_version" and note_for(field)[0]
+    }
 
 
 def diff(a: Any, b: Any) -> list[FieldChange]:

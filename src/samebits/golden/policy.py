@@ -24,7 +24,7 @@ class Policy:
         atol, rtol = self.atol, self.rtol
         if self.kind == "dtype-defaults" and isinstance(expected, torch.Tensor):
             rtol, atol = tolerances_for(expected.dtype)
-        return compare_leaves(expected, actual, atol, rtol, path)
+        return compare_leaves(expected, actual, atol=atol, rtol=rtol, path=path)
 
 
 def bit_relevant_changes(recorded: dict[str, Any], current: Fingerprint) -> tuple[list[FieldChange], str | None]:

@@ -50,11 +50,10 @@ def _shapes(inputs: ModelInputs) -> list[Any]:
 
 
 def _bit_relevant(fingerprint: dict[str, Any]) -> str:
-    """A digest of the fingerprint fields that can change a kernel's bits (not the seed
-    variables, hash randomisation or samebits' own version)."""
-    keep = {k: fingerprint[k] for k in ("platform", "packages", "torch_build", "cpu", "threads", "devices", "flags")}
-    keep["env"] = {k: v for k, v in fingerprint["env"].items() if k not in ("PYTHONHASHSEED", "SAMEBITS_SEED")}
-    return hashlib.sha256(json.dumps(keep, sort_keys=True, default=str).encode()).hexdigest()
+    """A digest of the fingerprint fields that can change bits (``fingerprint.diff.bit_relevant``)."""
+    from samebits.fingerprint.diff import bit_relevant
+
+    return hashlib.sha256(json.dumps(bit_relevant(fingerprint), sort_keys=True, default=str).encode()).hexdigest()
 
 
 _PROFILE_LOCK = threading.Lock()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import torch
 
@@ -35,9 +35,16 @@ _INT_VIEW = {
 }
 
 
-def tolerances_for(dtype: torch.dtype) -> tuple[float, float]:
-    """torch's default ``(rtol, atol)`` for ``dtype``; ``(0.0, 0.0)`` for exact types."""
-    return _DEFAULT_TOLERANCES.get(dtype, (0.0, 0.0))
+class Tolerances(NamedTuple):
+    """A tolerance pair, by name: ``compare(a, b, **tolerances_for(dtype)._asdict())``."""
+
+    rtol: float
+    atol: float
+
+
+def tolerances_for(dtype: torch.dtype) -> Tolerances:
+    """torch's default tolerances for ``dtype`` (``rtol``, ``atol``); zero for exact types."""
+    return Tolerances(*_DEFAULT_TOLERANCES.get(dtype, (0.0, 0.0)))
 
 
 def check_tolerances(atol: float | None, rtol: float | None) -> tuple[float, float]:
@@ -154,21 +161,21 @@ class TreeComparison:
         return {"verdict": self.verdict, "items": [c.to_dict() for c in self.items]}
 
 
-def compare(a: Any, b: Any, atol: float | None = None, rtol: float | None = None) -> TreeComparison:
+def compare(a: Any, b: Any, *, atol: float | None = None, rtol: float | None = None) -> TreeComparison:
     """Compare two model outputs (any nesting :func:`flatten` accepts), path by path.
 
     ``atol`` and ``rtol`` are given both or neither; neither means bits must match.
     """
     atol_, rtol_ = check_tolerances(atol, rtol)
-    return compare_trees(flatten(a), flatten(b), atol_, rtol_)
+    return compare_trees(flatten(a), flatten(b), atol=atol_, rtol=rtol_)
 
 
 def compare_trees(
     a: dict[str, Any],
     b: dict[str, Any],
+    *,
     atol: float = 0.0,
     rtol: float = 0.0,
-    *,
     leaf: Callable[[str, Any, Any], Comparison] | None = None,
     sides: tuple[str, str] = ("the first output", "the second output"),
 ) -> TreeComparison:
@@ -176,7 +183,7 @@ def compare_trees(
 
     ``leaf(path, a, b)`` replaces the per-leaf comparison (e.g. per-dtype tolerances);
     ``sides`` names the two sides in the messages about missing paths."""
-    compare_leaf = leaf or (lambda path, x, y: compare_leaves(x, y, atol, rtol, path))
+    compare_leaf = leaf or (lambda path, x, y: compare_leaves(x, y, atol=atol, rtol=rtol, path=path))
     items = []
     for path in list(a) + [p for p in b if p not in a]:
         if path not in b:
@@ -188,7 +195,7 @@ def compare_trees(
     return TreeComparison(items)
 
 
-def compare_leaves(a: Any, b: Any, atol: float = 0.0, rtol: float = 0.0, path: str = "") -> Comparison:
+def compare_leaves(a: Any, b: Any, *, atol: float = 0.0, rtol: float = 0.0, path: str = "") -> Comparison:
     """Compare two leaves: tensors by bits and tolerance, numbers as tensors, others by equality."""
     if _is_number(a) and _is_number(b):
         a, b = torch.tensor(a), torch.tensor(b)
