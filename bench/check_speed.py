@@ -14,9 +14,9 @@ from pathlib import Path
 
 import torch
 
-from samebits.check import check
+from samebits.checker import check
 from samebits.models import load_model
-from samebits.probe.trace import plain_forward, traced_forward
+from samebits.measure.trace import plain_forward, traced_forward
 
 HERE = Path(__file__).resolve().parent
 RESNET = f"{HERE / 'resnet.py'}:resnet18"

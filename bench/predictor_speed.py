@@ -14,8 +14,8 @@ import tempfile
 import torch
 
 import samebits
-from samebits.probe.memory import rss_mb
-from samebits.probe.timing import median_seconds
+from samebits.measure.memory import rss_mb
+from samebits.measure.timing import median_seconds
 
 
 def main() -> None:

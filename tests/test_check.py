@@ -9,8 +9,8 @@ import pytest
 import torch
 from torch import nn
 
-from samebits.check import check
-from samebits.check.axes.batch import format_groups
+from samebits.checker import check
+from samebits.checker.axes.batch import format_groups
 from samebits.errors import UserError
 
 from conftest import run_cli
@@ -178,7 +178,7 @@ def test_inputs_without_a_batch_dim_skip_the_batch_axis():
 def test_bad_options_are_user_errors():
     with pytest.raises(UserError, match="unknown axis speed"):
         check(spec("clean"), axes=("speed",))
-    with pytest.raises(UserError, match="--runs must be >= 2"):
+    with pytest.raises(UserError, match=r"runs \(--runs\) must be >= 2"):
         check(spec("clean"), runs=1)
     with pytest.raises(UserError, match="forward raised RuntimeError"):
         check(spec("broken_forward"))
@@ -212,12 +212,22 @@ def test_cli_check_errors_are_one_line():
     assert "give atol and rtol both" in run_cli("check", "--atol", "1e-3").stderr
 
 
-def test_samebits_check_is_callable_and_a_package():
-    import samebits
-    import samebits.check.report  # noqa: F401  importing a submodule must not hide the function
+def test_samebits_check_lint_and_doctor_are_plain_functions():
+    import inspect
 
+    import samebits
+    import samebits.checker.report  # noqa: F401  importing a submodule must not hide the function
+    import samebits.diagnosis.report  # noqa: F401
+    import samebits.linter.report  # noqa: F401
+
+    for fn in (samebits.check, samebits.lint, samebits.doctor, samebits.bench):
+        assert inspect.isfunction(fn), fn
+    assert {"axes", "batch_sizes", "runtime"} <= set(inspect.signature(samebits.check).parameters)
+    assert (
+        inspect.signature(samebits.check).parameters["model_or_spec"].default is inspect.Parameter.empty
+    )  # no demo default
     report = samebits.check(spec("clean"), axes=("repeat",))
-    assert report.ok and isinstance(report, samebits.check.CheckReport)
+    assert report.ok and isinstance(report, samebits.checker.CheckReport)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device; this machine has none")

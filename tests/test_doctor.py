@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from samebits.doctor import doctor
+from samebits.diagnosis import doctor
 from samebits.errors import UserError
 
 from conftest import run_cli
@@ -79,7 +79,7 @@ def test_clean_model_has_no_warning_or_error():
 
 
 def test_oversubscribed_threads_are_a_warning():
-    from samebits.doctor.run import available_cores
+    from samebits.diagnosis.run import available_cores
 
     before = torch.get_num_threads()
     torch.set_num_threads(available_cores() * 2)

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from samebits.lint import lint
-from samebits.lint.rules import RULES, render_docs
+from samebits.linter import lint
+from samebits.rules import RULES, render_docs
 
 from conftest import REPO, run_cli
 
@@ -117,7 +117,7 @@ def test_explain_by_code_and_name():
 
 
 def test_docs_rules_md_is_generated_from_the_registry():
-    assert (REPO / "docs" / "rules.md").read_text() == render_docs(), "run: python -m samebits.lint > docs/rules.md"
+    assert (REPO / "docs" / "rules.md").read_text() == render_docs(), "run: python -m samebits.linter > docs/rules.md"
 
 
 def test_rule_codes_and_names_are_well_formed():

@@ -4,7 +4,7 @@ import textwrap
 
 import pytest
 
-from samebits.lint import lint_source
+from samebits.linter import lint_source
 
 
 def codes(source, min_torch=None):
@@ -130,7 +130,7 @@ def test_rule_stays_quiet_on_correct_code(code, source):
 
 
 def test_every_static_rule_has_positive_and_negative_snippets():
-    from samebits.lint.rules import RULES
+    from samebits.rules import RULES
 
     static = {r.code for r in RULES if r.kind == "static"}
     assert static == set(POSITIVE) == set(NEGATIVE)

@@ -131,7 +131,7 @@ def test_cache_cli_lists_and_clears(cache):
 
 
 def test_check_through_the_predictor_shows_the_fix(cache, monkeypatch):
-    from samebits.check import check
+    from samebits.checker import check
 
     monkeypatch.setenv("SAMEBITS_CACHE_DIR", str(cache))
     bare = check("demo:mlp", axes=("batch",), batch_sizes=(1, 2, 4, 8))
@@ -168,7 +168,7 @@ def test_concurrent_predict_calls_from_threads(cache):
 
 
 def test_unknown_runtime_is_a_user_error():
-    from samebits.check import check
+    from samebits.checker import check
 
     with pytest.raises(UserError, match="unknown runtime 'server'"):
         check("demo:mlp", axes=("repeat",), runtime="server")
@@ -264,7 +264,7 @@ def test_a_calibration_cut_short_by_its_budget_says_so(tmp_path):
 
 def test_backend_builds_keep_third_party_output_off_the_terminal(tmp_path, capfd):
     from samebits.models.inputs import ModelInputs
-    from samebits.probe.backends import build
+    from samebits.runtime.backends import build
 
     class Noisy(torch.nn.Module):
         def forward(self, x):

@@ -15,7 +15,7 @@ import torch
 pytest.importorskip("transformers", reason="the real-model suite needs transformers: pip install 'samebits[real]'")
 
 import samebits  # noqa: E402
-from samebits.probe.backends import BackendUnavailable  # noqa: E402
+from samebits.runtime.backends import BackendUnavailable  # noqa: E402
 
 from conftest import run_cli  # noqa: E402
 
@@ -34,7 +34,7 @@ def spec(name: str) -> str:
 @pytest.fixture(scope="module")
 def reports():
     """One full check (all default axes) per model, shared by the tests below."""
-    cache: dict[str, samebits.check.CheckReport] = {}
+    cache: dict[str, samebits.checker.CheckReport] = {}
 
     def get(name: str):
         if name not in cache:

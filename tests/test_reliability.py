@@ -22,7 +22,7 @@ import pytest
 import torch
 
 import samebits
-from samebits.probe.artifacts_io import MARKER, ArtifactCache, CacheError
+from samebits.runtime.cache import MARKER, ArtifactCache, CacheError
 
 from conftest import REPO, run_cli, scrubbed_env
 
@@ -328,7 +328,7 @@ CASES = [
     (["check", "demo:mlp", "--input-shape", "100000,100000,100000"], "samebits makes random inputs up to"),
     (["check", "demo:mlp", "--input-shape", "4,x"], "is not a comma-separated list of sizes"),
     (["check", "demo:mlp", "--axes", "nope"], "unknown axis nope"),
-    (["check", "demo:mlp", "--runs", "1"], "--runs must be >= 2"),
+    (["check", "demo:mlp", "--runs", "1"], "runs (--runs) must be >= 2"),
     (["check", "demo:mlp", "--timeout", "0"], "--timeout must be > 0"),
     (["check", "demo:mlp", "--atol", "0.1"], "give atol and rtol both or neither"),
     (["check", "demo:mlp", "--dtype", "float17"], "unknown dtype 'float17'"),
@@ -420,10 +420,10 @@ def test_verify_with_another_dtype_in_the_golden_is_a_mismatch_not_a_crash(tmp_p
 
 def test_an_internal_error_is_exit_3_never_1(tmp_path):
     code = (
-        "import sys, samebits.check.run as r\n"
+        "import sys, samebits.checker.run as r\n"
         "def broken(*a, **k): raise KeyError('a bug')\n"
         "r.check = broken\n"
-        "import samebits.check as c; c.check = broken\n"
+        "import samebits.checker as c; c.check = broken\n"
         "from samebits.cli.app import main\n"
         "main(['check', 'demo:mlp'])\n"
     )
@@ -462,7 +462,9 @@ def _children_of(pid: int | None) -> list[int]:
     out = subprocess.run(["ps", "-eo", "pid,ppid,args"], capture_output=True, text=True).stdout
     rows = [line.split(None, 2) for line in out.splitlines()[1:]]
     return [
-        int(r[0]) for r in rows if len(r) == 3 and "samebits.probe.child" in r[2] and (pid is None or int(r[1]) == pid)
+        int(r[0])
+        for r in rows
+        if len(r) == 3 and "samebits.measure.child" in r[2] and (pid is None or int(r[1]) == pid)
     ]
 
 

@@ -31,19 +31,18 @@ _EXPORTS = {
     "record": "samebits.golden",
     "verify": "samebits.golden",
     "Predictor": "samebits.runtime",
+    "check": "samebits.checker",
+    "lint": "samebits.linter",
+    "doctor": "samebits.diagnosis",
+    "bench": "samebits.runtime.bench",
     "UserError": "samebits.errors",
     "SamebitsError": "samebits.errors",
 }
 
-# Packages that are also callable: samebits.check(...), samebits.lint(...), samebits.doctor(...).
-_CALLABLE_PACKAGES = ("check", "doctor", "lint")
-
-__all__ = ["__version__", *_EXPORTS, *_CALLABLE_PACKAGES]
+__all__ = ["__version__", *_EXPORTS]
 
 
 def __getattr__(name: str) -> Any:
-    if name in _CALLABLE_PACKAGES:
-        return importlib.import_module(f"samebits.{name}")
     if name in _EXPORTS:
         value = getattr(importlib.import_module(_EXPORTS[name]), name)
         globals()[name] = value

@@ -17,7 +17,7 @@ def list_command(cache_dir: Optional[str] = DirOpt) -> None:
     """List cached artifacts and calibrations with their sizes."""
     from pathlib import Path
 
-    from samebits.probe.artifacts_io import ArtifactCache, default_cache_dir
+    from samebits.runtime.cache import ArtifactCache, default_cache_dir
 
     folder = Path(cache_dir) if cache_dir else default_cache_dir()
     entries = ArtifactCache(folder).entries()
@@ -39,7 +39,7 @@ def clear_command(cache_dir: Optional[str] = DirOpt) -> None:
     samebits marker is refused and nothing in it is touched."""
     from pathlib import Path
 
-    from samebits.probe.artifacts_io import ArtifactCache, default_cache_dir
+    from samebits.runtime.cache import ArtifactCache, default_cache_dir
 
     folder = Path(cache_dir) if cache_dir else default_cache_dir()
     typer.echo(f"removed {ArtifactCache(folder).clear()} entries from {folder}")

@@ -53,7 +53,7 @@ def check_command(
     Exit 0 when every axis is identical (or close within --atol/--rtol), 1 when one diverged,
     2 on bad input or when an axis could not run and none diverged.
     """
-    from samebits.check import check
+    from samebits.checker import check
     from samebits.deadline import Watchdog
     from samebits.tensors.compare import check_tolerances
 

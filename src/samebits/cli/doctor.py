@@ -55,7 +55,7 @@ def doctor_command(
     or an error.
     """
     from samebits.deadline import Watchdog
-    from samebits.doctor import doctor
+    from samebits.diagnosis import doctor
 
     console = consoles(json_path)
     loaded, inputs, _ = opts.load_target(model, input_file, input_shape, dtype, int_range, 0)

@@ -32,9 +32,9 @@ def lint_command(
     """
     from pathlib import Path
 
-    from samebits.lint import find_rule, lint
-    from samebits.lint.config import load_config
-    from samebits.lint.report import render
+    from samebits.linter import find_rule, lint
+    from samebits.linter.config import load_config
+    from samebits.linter.report import render
 
     if explain is not None:
         rule = find_rule(explain)
@@ -73,7 +73,7 @@ def lint_command(
 
 
 def _selector_known(key: str) -> bool:
-    from samebits.lint.rules import RULES
+    from samebits.rules import RULES
 
     return any(r.code.startswith(key.upper()) or r.name == key.lower() for r in RULES)
 

@@ -28,7 +28,7 @@ def record_command(
     is never overwritten without --force.
     """
     from samebits.golden import record
-    from samebits.probe.prepare import prepare
+    from samebits.measure.prepare import prepare
 
     loaded, inputs, model_dtype = opts.load_target(model, input_file, input_shape, dtype, int_range, seed)
     loaded.model, inputs = prepare(loaded.model, inputs, "cpu", model_dtype)

@@ -52,7 +52,7 @@ def _values(leaves: dict[str, Any]) -> dict[str, Any]:
 def run_profiled(model: Any, inputs: ModelInputs, profile: dict[str, Any]) -> tuple[Any, Any]:
     """One traced forward under the recorded profile: (output, trace)."""
     from samebits.determinism import deterministic, isolate_rng
-    from samebits.probe.trace import traced_forward
+    from samebits.measure.trace import traced_forward
 
     context = (
         deterministic(profile["seed"], threads=profile.get("threads"))

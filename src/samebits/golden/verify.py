@@ -14,7 +14,7 @@ from samebits.golden.policy import bit_relevant_changes, choose_policy
 from samebits.golden.record import run_profiled, spec_resolved_from
 from samebits.models import LoadedModel, load_model
 from samebits.models.target import as_loaded
-from samebits.probe.trace import ModuleCall, Trace, first_divergence
+from samebits.measure.trace import ModuleCall, Trace, first_divergence
 from samebits.tensors.compare import Comparison, compare_trees
 from samebits.tensors.tree import flatten
 

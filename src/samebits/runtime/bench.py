@@ -13,9 +13,10 @@ import torch
 
 from samebits.models import LoadedModel, ModelInputs
 from samebits.models.target import as_loaded, inputs_for, spec_of
-from samebits.probe.batching import batch_size_of, concat_batches, output_row, random_neighbour, take_sample
-from samebits.probe.processes import ChildJob, ChildRunner
-from samebits.probe.timing import interleaved_times
+from samebits.runtime.child import ENTRY
+from samebits.measure.batching import batch_size_of, concat_batches, output_row, random_neighbour, take_sample
+from samebits.measure.processes import ChildJob, ChildRunner
+from samebits.measure.timing import interleaved_times
 from samebits.tensors.compare import compare
 
 SCHEMA_VERSION = 1
@@ -55,7 +56,7 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 def bench(
-    model_or_spec: Any = "demo:mlp",
+    model_or_spec: Any,
     inputs: Any = None,
     *,
     batch_sizes: tuple[int, ...] = (1, 8, 32, 64),
@@ -68,8 +69,8 @@ def bench(
 ) -> BenchReport:
     """Measure every configuration at every batch size, interleaved so noise hits all alike."""
     from samebits.errors import UserError
-    from samebits.probe.backends import BACKENDS, BackendUnavailable
-    from samebits.probe.guard import ForwardError, check_forward
+    from samebits.runtime.backends import BACKENDS, BackendUnavailable
+    from samebits.measure.guard import ForwardError, check_forward
     from samebits.runtime.predictor import Predictor
 
     start = time.monotonic()
@@ -183,7 +184,7 @@ def _peaks(
 ) -> None:
     """Peak memory of each configuration, each in a fresh child process (RSS only grows in one)."""
     with ChildRunner(
-        loaded.model, example, spec=spec_of(loaded), seed=0, device="cpu", dtype=None, timeout=300
+        loaded.model, example, spec=spec_of(loaded), seed=0, device="cpu", dtype=None, timeout=300, entry=ENTRY
     ) as runner:
         if runner.skip_reason:
             for r in rows:
@@ -208,7 +209,7 @@ def _peaks(
 
 def peak_task(model: Any, inputs: ModelInputs, config: str, batch: int, cache_dir: str | None) -> dict[str, Any]:
     """In a child: build one configuration and measure the peak memory of running it once."""
-    from samebits.probe.memory import peak_of
+    from samebits.measure.memory import peak_of
     from samebits.runtime.predictor import Predictor
 
     sample = take_sample(inputs, 0)

@@ -4,15 +4,12 @@ position and neighbours; and the plan that runs a batch only at verified sizes."
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable
 from typing import Any
 
-import torch
 
 from samebits.models.inputs import ModelInputs
-from samebits.probe.batching import concat_batches, output_row, random_neighbour
-from samebits.tensors.digest import digest_tree
+from samebits.measure.invariance import measure_batch_invariance
 
 
 @dataclasses.dataclass
@@ -39,10 +36,6 @@ class Invariance:
         return dataclasses.asdict(self)
 
 
-def _row_key(forward: Callable[[ModelInputs], Any], batch: ModelInputs, size: int, row: int) -> str:
-    return repr(sorted(digest_tree(output_row(forward(batch), row, size)).items()))
-
-
 def calibrate(
     forward: Callable[[ModelInputs], Any],
     sample: ModelInputs,
@@ -51,48 +44,23 @@ def calibrate(
     seed: int = 0,
     budget: float = 5.0,
 ) -> Invariance:
-    """For each candidate size: the sample at the first and the last position with random
-    neighbours, and at the first again with other neighbours. A size is *stable* when all three
-    rows agree; stable sizes whose rows agree with each other form a class. The largest class
-    (then the one reaching the largest size) is chosen. Sizes not measured within ``budget``
-    seconds are never used."""
-    start = time.monotonic()
-    gen = torch.Generator().manual_seed(seed)
-    keys: dict[int, str] = {}
-    unstable: list[int] = []
-    seconds: dict[int, float] = {}
-    not_tried: list[int] = []
-    for size in sorted(set(candidates)):
-        if time.monotonic() - start > budget and keys:
-            not_tried.append(size)
-            continue
-        began = time.monotonic()
-        if size == 1:
-            keys[1] = _row_key(forward, sample, 1, 0)
-            seconds[1] = round(time.monotonic() - began, 3)
-            continue
-        others = [random_neighbour(sample, gen) for _ in range(size - 1)]
-        first = _row_key(forward, concat_batches([sample, *others]), size, 0)
-        last = _row_key(forward, concat_batches([*others, sample]), size, size - 1)
-        fresh = _row_key(
-            forward, concat_batches([sample, *[random_neighbour(sample, gen) for _ in range(size - 1)]]), size, 0
-        )
-        if first == last == fresh:
-            keys[size] = first
-        else:
-            unstable.append(size)
-        seconds[size] = round(time.monotonic() - began, 3)
-    classes: dict[str, list[int]] = {}
-    for size, key in keys.items():
-        classes.setdefault(key, []).append(size)
-    groups = sorted(classes.values(), key=lambda g: (len(g), max(g)), reverse=True)
+    """The one batch-invariance measurement (:func:`samebits.measure.invariance.measure_batch_invariance`:
+    the sample at the first, middle and last position, and again with other neighbours) at each
+    candidate size. A size is *stable* when all its rows agree; stable sizes whose rows agree
+    with each other form a class. The largest class (then the one reaching the largest size) is
+    chosen. Sizes not measured within ``budget`` seconds, and sizes whose forward raised, are
+    never used."""
+    measured = measure_batch_invariance(forward, sample, candidates, seed=seed, budget=budget)
+    classes = measured.groups(stable_only=True)
+    groups = sorted(classes, key=lambda g: (len(g), max(g)), reverse=True)
     chosen = groups[0] if groups else []
-    measured = {
-        "tried": sorted(keys) + unstable,
-        "unstable": unstable,
-        "classes": [sorted(g) for g in classes.values()],
-        "seconds_by_size": seconds,
-        "not_tried": not_tried,
+    details = {
+        "tried": sorted(s.size for s in measured.sizes),
+        "unstable": [s.size for s in measured.measured if not s.stable],
+        "classes": [sorted(g) for g in classes],
+        "seconds_by_size": {s.size: s.seconds for s in measured.sizes},
+        "not_tried": measured.not_tried,
+        "errors": measured.errors,
     }
     scheme = "tile" if len(chosen) == 1 else "class"
-    return Invariance(scheme, sorted(chosen), measured, round(time.monotonic() - start, 3))
+    return Invariance(scheme, sorted(chosen), details, measured.seconds)

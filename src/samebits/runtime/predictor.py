@@ -19,9 +19,9 @@ from torch import nn
 from samebits.errors import UserError, first_line
 from samebits.models import ModelInputs
 from samebits.models.target import as_loaded, inputs_for
-from samebits.probe.artifacts_io import ArtifactCache, artifact_key, default_cache_dir
-from samebits.probe.backends import BACKENDS, BackendUnavailable, backend_versions, build
-from samebits.probe.batching import (
+from samebits.runtime.cache import ArtifactCache, artifact_key, default_cache_dir
+from samebits.runtime.backends import BACKENDS, BackendUnavailable, backend_versions, build
+from samebits.measure.batching import (
     batch_size_of,
     concat_batches,
     join_outputs,
@@ -33,7 +33,7 @@ from samebits.probe.batching import (
     take_rows,
     take_sample,
 )
-from samebits.probe.prepare import prepare
+from samebits.measure.prepare import prepare
 from samebits.runtime.invariance import Invariance, calibrate
 from samebits.tensors import tree
 from samebits.tensors.compare import compare
@@ -210,8 +210,7 @@ class Predictor:
     def _auto_max_batch(self, budget_mb: float | None, limit: int = 4096) -> int:
         """The largest power-of-two batch whose forward fits the memory budget (CUDA: the
         largest that does not run out of memory, backing off and emptying the cache)."""
-        from samebits.doctor.run import default_memory_cap_mb
-        from samebits.probe.memory import peak_of
+        from samebits.measure.memory import default_memory_cap_mb, peak_of
 
         if self._sample is None:
             raise UserError("max_batch_size='auto' needs inputs with a batch dimension")
@@ -248,7 +247,7 @@ class Predictor:
             self.model,
             {
                 "kind": "calibration",
-                "version": 2,
+                "version": 3,  # 3: the shared measurement (first, middle, last position)
                 "dynamic_batch": self._dynamic,
                 "backend": self.backend,
                 "candidates": candidates,

@@ -1,0 +1,95 @@
+"""The batch axis: one sample alone versus as a row of batches of every size, at the first,
+middle and last position, with random neighbours (``measure.invariance``); neighbours are varied
+at the smallest and largest size."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from samebits.checker.context import CheckContext, keys_for, op_origin, origin_from
+from samebits.checker.report import AxisResult, Difference
+from samebits.measure.batching import batch_size_of, random_neighbour, stack_samples, take_sample
+from samebits.measure.invariance import format_groups, measure_batch_invariance
+from samebits.measure.trace import first_divergence, plain_forward
+from samebits.tensors.tree import RowError
+
+
+def batch_axis(ctx: CheckContext) -> AxisResult:
+    start = time.monotonic()
+    dim = ctx.options.batch_dim
+    n0 = batch_size_of(ctx.inputs, dim)
+    if n0 is None:
+        return AxisResult(
+            "batch",
+            "skipped",
+            reason=f"the inputs have no batch dimension {dim} (no tensor argument with that dim, no list of tensors)",
+        )
+    sample = take_sample(ctx.inputs, 0, dim)
+    sizes = sorted({1, *ctx.options.batch_sizes})
+    multi = [s for s in sizes if s > 1]
+    try:  # neighbours are varied at the smallest and the largest size
+        measured = measure_batch_invariance(
+            lambda batch: plain_forward(ctx.model, batch),
+            sample,
+            sizes,
+            seed=ctx.options.seed + 1,
+            dim=dim,
+            neighbours_at={multi[0], multi[-1]} if multi else set(),
+            progress=lambda m: ctx.progress(f"batch: {m}"),
+        )
+    except RowError as exc:
+        return AxisResult(
+            "batch", "skipped", reason=f"outputs cannot be split per sample: {exc}; pass --batch-dim or skip this axis"
+        )
+    if measured.at(1).error:
+        return AxisResult("batch", "error", reason=measured.at(1).error)
+    alone = measured.at(1).rows[0]
+    tried = [s.size for s in measured.measured]
+    if len(tried) < 2:
+        return AxisResult("batch", "error", reason="; ".join(measured.errors) or "no batch size could run")
+    worst, first_bad, verdict = None, None, "identical"
+    for entry in measured.measured[1:]:
+        for view in entry.rows.values():
+            result = ctx.compare(alone, view)
+            if result.identical:
+                continue
+            first_bad = first_bad or entry.size
+            if worst is None or result.verdict == "diverged":
+                worst = Difference.from_comparison(result)
+            verdict = "diverged" if result.verdict == "diverged" or verdict == "diverged" else "close"
+    groups = measured.groups()
+    agreed = sum(1 for s in measured.measured if s.key == measured.at(1).key)
+    result = AxisResult("batch", verdict, len(tried), agreed, difference=worst)
+    position, neighbours = measured.position_matters, measured.neighbours_matter
+    result.details = {
+        "sizes": tried,
+        "groups": groups,
+        "groups_text": format_groups(groups, tried),
+        "position_matters": position,
+        "neighbours_matter": neighbours,
+        "errors": measured.errors,
+        "example_batch": n0,
+    }
+    if first_bad is not None and ctx.hookable and ctx.options.localize:
+        gen = torch.Generator().manual_seed(ctx.options.seed + 2)
+        others = [random_neighbour(sample, gen, dim) for _ in range(first_bad - 1)]
+        batch = stack_samples([sample, *others], dim)
+        _, alone_trace, _ = ctx.forward(sample, rows=(1, 0))
+        _, batch_trace, _ = ctx.forward(batch, rows=(first_bad, 0))
+        divergence = first_divergence(alone_trace, batch_trace)
+        keep = keys_for(divergence)
+        kept_alone = ctx.forward(sample, keep=keep, rows=(1, 0))[2]
+        kept_batch = ctx.forward(batch, keep=keep, rows=(first_bad, 0))[2]
+        result.origin = origin_from(divergence, kept_alone, kept_batch, ctx.compare_flat)
+        op_origin(ctx, result.origin, divergence, sample, batch, (1, 0), (first_bad, 0))
+        result.details["localized_at_size"] = first_bad
+    if verdict == "identical":
+        result.summary = f"a sample's output is identical alone and in batches of {', '.join(map(str, tried[1:]))}"
+    else:
+        result.summary = measured.summary()
+    if measured.errors:
+        result.reason = "; ".join(measured.errors)
+    result.seconds = time.monotonic() - start
+    return result

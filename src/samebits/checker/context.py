@@ -1,0 +1,133 @@
+"""What every axis needs: the model, its inputs, the options, and shared helpers."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from samebits.checker.report import Difference, Growth, Origin
+from samebits.models.inputs import ModelInputs
+from samebits.measure.trace import Divergence, Trace, traced_forward
+from samebits.tensors.compare import TreeComparison, compare_trees
+from samebits.tensors.tree import flatten
+
+# Growth is reported for the origin and at most this many later module calls.
+GROWTH_MODULES = 6
+
+
+@dataclasses.dataclass
+class CheckOptions:
+    """The knobs of ``samebits check`` (see its ``--help``)."""
+
+    axes: tuple[str, ...] = ("repeat", "seed", "state", "process", "threads", "batch")
+    runs: int = 3
+    processes: int = 2
+    threads: tuple[int, ...] | None = None  # None: 1 and the default thread count
+    batch_sizes: tuple[int, ...] = (1, 2, 3, 4, 7, 8, 16, 32)
+    batch_dim: int = 0
+    atol: float = 0.0
+    rtol: float = 0.0
+    seed: int = 0
+    device: str = "cpu"
+    dtype: str | None = None
+    timeout: float = 120.0
+    localize: bool = True
+    runtime: str | None = None  # "predictor" or "predictor:BACKEND": run the axes through a Predictor
+
+    def thread_counts(self) -> tuple[int, ...]:
+        if self.threads:
+            return tuple(dict.fromkeys(self.threads))
+        default = torch.get_num_threads()
+        return tuple(dict.fromkeys((1, default, os.cpu_count() or default)))
+
+
+@dataclasses.dataclass
+class CheckContext:
+    model: Any
+    inputs: ModelInputs
+    options: CheckOptions
+    spec: str | None
+    hookable: bool
+    progress: Callable[[str], None] = lambda message: None
+
+    @property
+    def module(self) -> Any:
+        """The model whose parameters and buffers count (the Predictor's own model, for --runtime)."""
+        predictor = getattr(self.model, "predictor", None)
+        return predictor.model if predictor is not None else self.model
+
+    def compare(self, a: Any, b: Any) -> TreeComparison:
+        """Compare two outputs with the check's tolerance (bits when none was given)."""
+        return self.compare_flat(flatten(a), flatten(b))
+
+    def compare_flat(self, a: dict[str, Any], b: dict[str, Any]) -> TreeComparison:
+        """Like :meth:`compare`, for outputs already flattened to ``{path: leaf}``."""
+        return compare_trees(a, b, atol=self.options.atol, rtol=self.options.rtol)
+
+    def forward(
+        self, inputs: ModelInputs | None = None, keep: set[str] | None = None, rows: tuple[int, int] | None = None
+    ) -> tuple[Any, Trace, dict[str, Any]]:
+        return traced_forward(self.model, inputs or self.inputs, rows=rows, keep=keep if self.hookable else None)
+
+
+def origin_from(
+    divergence: Divergence | None,
+    kept_a: dict[str, Any] | None = None,
+    kept_b: dict[str, Any] | None = None,
+    compare: Callable[[Any, Any], TreeComparison] | None = None,
+) -> Origin | None:
+    """An :class:`Origin` from a divergence, with the difference and its growth where the kept
+    tensors of a second pass are available."""
+    if divergence is None:
+        return None
+    call = divergence.call
+    note = (
+        "" if divergence.inputs_identical else "its inputs differed too: the difference starts in code between modules"
+    )
+    if call.name == "" and divergence.inputs_identical:
+        note = "in the model's own forward, between its submodules (or in a submodule hooks cannot see)"
+    origin = Origin(call.label, call.type, divergence.inputs_identical, note)
+    if kept_a and kept_b and compare is not None:
+        chain = [call, *divergence.later[:GROWTH_MODULES]]
+        for i, c in enumerate(chain):
+            if c.key in kept_a and c.key in kept_b:
+                result = compare(kept_a[c.key], kept_b[c.key])
+                diff = Difference.from_comparison(result)
+                if i == 0:
+                    origin.difference = diff
+                if diff is not None:
+                    pct = 100.0 * diff.mismatched / diff.numel if diff.numel else 0.0
+                    origin.growth.append(Growth(c.label, c.type, diff.max_abs, round(pct, 2)))
+    return origin
+
+
+def op_origin(
+    ctx: CheckContext,
+    origin: Origin | None,
+    divergence: Divergence | None,
+    a: ModelInputs,
+    b: ModelInputs,
+    rows_a: tuple[int, int] | None = None,
+    rows_b: tuple[int, int] | None = None,
+) -> None:
+    """Look inside the origin module: the first aten op whose output differs between a run on
+    ``a`` and one on ``b`` (the same inputs for the repeat axis)."""
+    if origin is None or divergence is None or not ctx.hookable:
+        return
+    from samebits.measure.ops import first_op_difference, op_digests
+
+    call = divergence.call
+    ops_a = op_digests(ctx.model, a, call.name, call.call, rows_a)
+    ops_b = op_digests(ctx.model, b, call.name, call.call, rows_b)
+    origin.op = first_op_difference(ops_a, ops_b)
+
+
+def keys_for(divergence: Divergence | None) -> set[str]:
+    """The call keys whose tensors a second pass should keep to show growth."""
+    if divergence is None:
+        return set()
+    return {divergence.call.key, *(c.key for c in divergence.later[:GROWTH_MODULES])}

@@ -1,0 +1,97 @@
+"""SB104 dataloader-workers-unseeded, SB106 seed-after-model."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from samebits.linter.checks.common import RANDOM_TENSOR, SEED_CALLS, FileContext, Finding
+
+
+def _seeds(ctx: FileContext) -> bool:
+    return bool(ctx.call_names & SEED_CALLS) or any(
+        n.endswith((".manual_seed", "seed_everything")) for n in ctx.call_names
+    )
+
+
+def dataloader_workers_unseeded(ctx: FileContext) -> Iterator[Finding]:
+    if not _seeds(ctx):
+        return
+    for call in ctx.calls:
+        name = ctx.dotted(call.func) or ""
+        if not (name == "DataLoader" or name.endswith(".DataLoader")):
+            continue
+        keywords = {k.arg: k.value for k in call.keywords}
+        if None in keywords:  # **kwargs: cannot tell
+            continue
+        workers = keywords.get("num_workers")
+        if workers is None or (isinstance(workers, ast.Constant) and workers.value == 0):
+            continue
+        if "worker_init_fn" not in keywords or "generator" not in keywords:
+            missing = [k for k in ("worker_init_fn", "generator") if k not in keywords]
+            yield ctx.finding(
+                call,
+                "SB104",
+                f"DataLoader with worker processes but no {' and no '.join(missing)}, in a file that seeds RNGs",
+            )
+
+
+def _is_seed(ctx: FileContext, call: ast.Call) -> bool:
+    """A call that seeds a global RNG (a ``torch.Generator``'s own ``manual_seed`` does not)."""
+    name = ctx.dotted(call.func) or ""
+    return name in SEED_CALLS or name.endswith("seed_everything")
+
+
+def _creates(ctx: FileContext, call: ast.Call) -> str | None:
+    name = ctx.dotted(call.func) or ""
+    last = name.rsplit(".", 1)[-1]
+    if any(k.arg == "generator" for k in call.keywords):
+        return None  # drawn from its own generator, not the global RNG
+    if (
+        name in RANDOM_TENSOR
+        or name.startswith("numpy.random.")
+        and last not in ("seed", "default_rng", "RandomState", "Generator", "get_state", "set_state")
+    ):
+        return f"random values ({name})"
+    if name.startswith("torch.nn.") and last[:1].isupper():
+        return f"a model ({last})"
+    if last in ctx.module_classes or name.endswith(("from_pretrained", "create_model")):
+        return f"a model ({last})"
+    return None
+
+
+def seed_after_model(ctx: FileContext) -> Iterator[Finding]:
+    scopes = [ctx.tree] + [n for n in ast.walk(ctx.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    for scope in scopes:
+        created: tuple[int, str] | None = None
+        for stmt in scope.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            calls = sorted(
+                (n for n in _walk_same_scope(stmt) if isinstance(n, ast.Call)), key=lambda n: (n.lineno, n.col_offset)
+            )
+            for node in calls:
+                if _is_seed(ctx, node) and created is not None:
+                    yield ctx.finding(
+                        node,
+                        "SB106",
+                        f"RNGs seeded after {created[1]} was created at line {created[0]}: it came from an unseeded RNG",
+                    )
+                    return
+                what = _creates(ctx, node)
+                if what and created is None:
+                    created = (node.lineno, what)
+
+
+def _walk_same_scope(node: ast.AST) -> Iterator[ast.AST]:
+    """``ast.walk`` that does not enter nested functions, classes or lambdas."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        for child in ast.iter_child_nodes(current):
+            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                stack.append(child)
+
+
+CHECKS = (dataloader_workers_unseeded, seed_after_model)

@@ -1,0 +1,150 @@
+"""``samebits.lint()``: find Python files, parse them (never import or run them), run the checks."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import os
+import re
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from samebits.linter.checks import backends, environment, inference, safety, seeding
+from samebits.linter.checks.common import FileContext, Finding
+from samebits.linter.config import LintConfig, load_config, min_torch_version
+
+CHECKS = (*environment.CHECKS, *backends.CHECKS, *seeding.CHECKS, *inference.CHECKS, *safety.CHECKS)
+SKIP_DIRS = {
+    ".git",
+    ".hg",
+    ".svn",
+    ".venv",
+    "venv",
+    "env",
+    ".env",
+    "__pycache__",
+    "node_modules",
+    ".tox",
+    ".nox",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".ruff_cache",
+    "build",
+    "dist",
+    "site-packages",
+    ".eggs",
+    "__goldens__",
+}
+NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z0-9_,\s-]+))?", re.I)
+
+
+@dataclasses.dataclass
+class LintResult:
+    """Findings, plus the files that could not be read (each with why) and those skipped.
+    It iterates, indexes and counts like the list of its findings."""
+
+    findings: list[Finding]
+    errors: list[tuple[str, str]]
+    files: int
+    skipped: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+
+    def __iter__(self) -> Iterator[Finding]:
+        return iter(self.findings)
+
+    def __len__(self) -> int:
+        return len(self.findings)
+
+    def __getitem__(self, index: int) -> Finding:
+        return self.findings[index]
+
+
+def discover(paths: Iterable[str | os.PathLike[str]], config: LintConfig) -> tuple[list[Path], list[tuple[str, str]]]:
+    """Python files under ``paths`` (folders walked without VCS folders, venvs and caches), and the
+    given files that were skipped (not Python, binary, missing)."""
+    files: list[Path] = []
+    skipped: list[tuple[str, str]] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            for folder, dirs, names in os.walk(path):
+                dirs[:] = sorted(
+                    d
+                    for d in dirs
+                    if d not in SKIP_DIRS
+                    and not d.endswith(".egg-info")
+                    and not (Path(folder, d) / "pyvenv.cfg").exists()
+                )
+                for name in sorted(names):
+                    candidate = Path(folder, name)
+                    if name.endswith((".py", ".pyi")) and not config.excluded(_relative(candidate, config)):
+                        files.append(candidate)
+        elif path.is_file():
+            if path.suffix in (".py", ".pyi"):
+                files.append(path)
+            else:
+                skipped.append((str(path), "not a Python file"))
+        else:
+            skipped.append((str(path), "no such file or folder"))
+    return files, skipped
+
+
+def _relative(path: Path, config: LintConfig) -> str:
+    base = config.root or Path.cwd()
+    try:
+        return path.resolve().relative_to(base.resolve()).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def _suppressed(line: str, code: str, name: str) -> bool:
+    m = NOQA.search(line)
+    if not m:
+        return False
+    codes = m.group("codes")
+    if not codes:
+        return True  # a bare noqa comment silences every rule on the line
+    wanted = {c.strip() for c in re.split(r"[,\s]+", codes) if c.strip()}
+    return code in {c.upper() for c in wanted} or name in wanted
+
+
+def lint_source(
+    source: str, display: str = "<string>", config: LintConfig | None = None, min_torch: tuple[int, int] | None = None
+) -> list[Finding]:
+    """Lint one piece of source; raises ``SyntaxError`` when it does not parse."""
+    config = config or LintConfig()
+    tree = ast.parse(source, filename=display)
+    ctx = FileContext(Path(display), display, source, tree, min_torch)
+    lines = source.splitlines()
+    found: dict[tuple[int, int, str], Finding] = {}
+    for check in CHECKS:
+        for f in check(ctx):
+            line = lines[f.line - 1] if 0 < f.line <= len(lines) else ""
+            if config.enabled(f.code, f.name, display) and not _suppressed(line, f.code, f.name):
+                found.setdefault((f.line, f.col, f.code), f)
+    return sorted(found.values(), key=lambda f: (f.line, f.col, f.code))
+
+
+def lint(paths: Iterable[str | os.PathLike[str]], config: LintConfig | None = None) -> LintResult:
+    """Lint every Python file under ``paths``. Nothing is imported or run."""
+    paths = [Path(p) for p in paths]
+    start = paths[0] if paths and paths[0].is_dir() else (paths[0].parent if paths else Path.cwd())
+    config = config or load_config(start.resolve())
+    min_torch = min_torch_version(start.resolve())
+    files, skipped = discover(paths, config)
+    findings: list[Finding] = []
+    errors: list[tuple[str, str]] = []
+    for path in files:
+        display = path.as_posix()
+        try:
+            data = path.read_bytes()
+            if b"\x00" in data[:4096]:
+                skipped.append((display, "binary file"))
+                continue
+            findings += lint_source(data.decode("utf-8"), display, config, min_torch)
+        except UnicodeDecodeError:
+            errors.append((display, "not UTF-8 text"))
+        except SyntaxError as exc:
+            errors.append((display, f"cannot parse: {exc.msg} (line {exc.lineno})"))
+        except OSError as exc:
+            errors.append((display, f"cannot read: {exc.strerror}"))
+    return LintResult(findings, errors, len(files), skipped)

@@ -1,0 +1,114 @@
+"""Samples and batches of model inputs, on the output tree's row rules (``tensors.tree``): split
+inputs into samples, build batches around one sample with random neighbours, pad and join."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+
+from samebits.models.inputs import ModelInputs
+from samebits.tensors import tree
+
+
+def _as_tree(inputs: ModelInputs) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    return (tuple(inputs.args), dict(inputs.kwargs))
+
+
+def _from_tree(obj: tuple[tuple[Any, ...], dict[str, Any]]) -> ModelInputs:
+    return ModelInputs(tuple(obj[0]), dict(obj[1]))
+
+
+def batch_size_of(inputs: ModelInputs, dim: int = 0) -> int | None:
+    """The batch size of ``inputs``: the size along ``dim`` of the first tensor argument, or the
+    length of the first list argument (torchvision-style images). ``None`` if neither."""
+    return tree.batch_size(_as_tree(inputs), dim)
+
+
+def _size(inputs: ModelInputs, dim: int) -> int:
+    n = batch_size_of(inputs, dim)
+    if n is None:
+        raise tree.RowError(f"the inputs have no batch dimension {dim}")
+    return n
+
+
+def take_rows(inputs: ModelInputs, start: int, stop: int, dim: int = 0) -> ModelInputs:
+    """Rows ``start:stop`` of a batch (still a batch); arguments without the batch dim are shared."""
+    return _from_tree(tree.take(_as_tree(inputs), start, stop, _size(inputs, dim), dim=dim))
+
+
+def take_sample(inputs: ModelInputs, index: int, dim: int = 0) -> ModelInputs:
+    """Sample ``index`` of a batch, kept as a batch of one (its tensors copied)."""
+    one = take_rows(inputs, index, index + 1, dim)
+    return ModelInputs(*tree.map_tensors(torch.clone, _as_tree(one)))
+
+
+def random_neighbour(sample: ModelInputs, generator: torch.Generator, dim: int = 0) -> ModelInputs:
+    """A random sample shaped like ``sample`` (a batch of one): floats with its mean and spread,
+    integers in its range. In a list input (images, targets) a tensor entry is drawn the same way
+    and any other entry (a target's dict of boxes and labels) is copied from the sample."""
+
+    def rand(t: torch.Tensor, _dim: int = 0) -> torch.Tensor:
+        if t.dtype == torch.bool:
+            out = torch.randint(0, 2, t.shape, generator=generator).bool()
+        elif t.is_floating_point():
+            ref = t.detach().double()
+            std = float(ref.std()) if t.numel() > 1 else 1.0
+            out = (
+                torch.randn(t.shape, generator=generator, dtype=torch.float64) * (std or 1.0) + float(ref.mean())
+            ).to(t.dtype)
+        elif t.numel() == 0:
+            out = t.clone()
+        else:
+            low, high = int(t.min()), int(t.max()) + 1
+            out = torch.randint(low, max(high, low + 1), t.shape, generator=generator, dtype=t.dtype)
+        return out.to(t.device)
+
+    def entry(e: Any) -> Any:
+        return rand(e) if isinstance(e, torch.Tensor) else copy.deepcopy(e)
+
+    return _from_tree(tree.map_rows(_as_tree(sample), 1, rand, entry, dim=dim))
+
+
+def concat_batches(batches: list[ModelInputs], dim: int = 0) -> ModelInputs:
+    """One batch from several of the same structure, in order (row tensors concatenated along
+    ``dim``, row lists joined; arguments without rows taken from the first)."""
+    sizes = [_size(b, dim) for b in batches]
+    return _from_tree(tree.join([_as_tree(b) for b in batches], sizes, dim=dim, strict=False))
+
+
+def stack_samples(samples: list[ModelInputs], dim: int = 0) -> ModelInputs:
+    """One batch from samples that are batches of one, in order."""
+    return concat_batches(samples, dim)
+
+
+def pad_to(batch: ModelInputs, rows: int, size: int) -> ModelInputs:
+    """``batch`` (``rows`` rows) padded to ``size`` rows by repeating its last real sample."""
+    if size == rows:
+        return batch
+    last = take_rows(batch, rows - 1, rows)
+    return concat_batches([batch, *([last] * (size - rows))])
+
+
+def lift(samples: list[ModelInputs], template: ModelInputs) -> ModelInputs:
+    """Samples without a batch dim (one image, one row of token ids) as one batch shaped like
+    ``template`` (the model's example batch)."""
+    n = _size(template, 0)
+    return _from_tree(tree.stack([_as_tree(s) for s in samples], _as_tree(template), n))
+
+
+def output_rows(output: Any, start: int, stop: int, n: int, *, dim: int = 0) -> Any:
+    """Rows ``start:stop`` of a batched output (a batch of ``n`` along ``dim``); an output without
+    the batch dim is a :class:`~samebits.tensors.tree.RowError`, never dropped."""
+    return tree.take(output, start, stop, n, dim=dim, strict=True)
+
+
+def output_row(output: Any, index: int, n: int) -> Any:
+    """Sample ``index`` of a batched output (a batch of ``n``), without the batch dimension."""
+    return tree.row(output, index, n, strict=True)
+
+
+def join_outputs(outputs: list[Any], sizes: list[int]) -> Any:
+    """Batched outputs of consecutive chunks (``sizes[i]`` rows each) joined into one."""
+    return tree.join(outputs, sizes, strict=True)

@@ -1,0 +1,195 @@
+"""The one batch-invariance measurement, shared by the check's batch axis, doctor's SB152 and the
+Predictor's calibration: for each batch size, one sample's row with random neighbours at the
+first, middle and last position of one forward, and again with other neighbours."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from samebits.errors import first_line
+from samebits.measure.batching import concat_batches, output_rows, random_neighbour
+from samebits.models.inputs import ModelInputs
+from samebits.tensors.digest import digest_tree
+
+
+def row_key(output: Any) -> str:
+    """A key equal for two outputs exactly when their bits are."""
+    return repr(sorted(digest_tree(output).items()))
+
+
+@dataclasses.dataclass
+class SizeRows:
+    """What one batch size gave the sample: its row at each position (a batch of one each)."""
+
+    size: int
+    rows: dict[int, Any] = dataclasses.field(default_factory=dict)  # position -> row output
+    keys: dict[int, str] = dataclasses.field(default_factory=dict)  # position -> row_key
+    fresh_key: str | None = None  # position 0 again, with other neighbours (None: not measured)
+    seconds: float = 0.0
+    error: str | None = None
+
+    @property
+    def key(self) -> str | None:
+        """The key at the first position (the size's result)."""
+        return self.keys.get(0)
+
+    @property
+    def positions_agree(self) -> bool:
+        return len(set(self.keys.values())) <= 1
+
+    @property
+    def neighbours_agree(self) -> bool:
+        return self.fresh_key is None or self.fresh_key == self.key
+
+    @property
+    def stable(self) -> bool:
+        """The row's bits depend neither on its position nor on its neighbours at this size."""
+        return self.error is None and self.positions_agree and self.neighbours_agree
+
+
+@dataclasses.dataclass
+class BatchInvariance:
+    """Every size measured (size 1 is the sample alone), in order; sizes past the time budget
+    are in ``not_tried``."""
+
+    sizes: list[SizeRows]
+    not_tried: list[int]
+    seconds: float
+
+    def at(self, size: int) -> SizeRows:
+        return next(s for s in self.sizes if s.size == size)
+
+    @property
+    def measured(self) -> list[SizeRows]:
+        return [s for s in self.sizes if s.error is None]
+
+    def groups(self, *, stable_only: bool = False) -> list[list[int]]:
+        """Sizes grouped by identical result (first position), in order of first appearance."""
+        groups: dict[str, list[int]] = {}
+        for s in self.measured:
+            if s.key is not None and (s.stable or not stable_only):
+                groups.setdefault(s.key, []).append(s.size)
+        return list(groups.values())
+
+    @property
+    def position_matters(self) -> list[int]:
+        return [s.size for s in self.measured if not s.positions_agree]
+
+    @property
+    def neighbours_matter(self) -> list[int]:
+        return [s.size for s in self.measured if not s.neighbours_agree]
+
+    @property
+    def differs(self) -> bool:
+        """Some size gave the sample other bits than alone (at some position)."""
+        alone = self.at(1).key if any(s.size == 1 for s in self.sizes) else None
+        return any(k != alone for s in self.measured for k in s.keys.values())
+
+    def summary(self) -> str:
+        """``batch sizes that agree bit for bit: {1} {2,3} {4..32}; position matters at 7``."""
+        sizes = [s.size for s in self.measured]
+        text = f"batch sizes that agree bit for bit: {format_groups(self.groups(), sizes)}"
+        if self.position_matters:
+            text += f"; position matters at {', '.join(map(str, self.position_matters))}"
+        if self.neighbours_matter:
+            text += f"; neighbours matter at {', '.join(map(str, self.neighbours_matter))}"
+        return text
+
+    @property
+    def errors(self) -> list[str]:
+        return [f"size {s.size}: {s.error}" for s in self.sizes if s.error]
+
+
+def format_groups(groups: list[list[int]], all_sizes: list[int]) -> str:
+    """``{1} {2,3} {4..32}``: runs of consecutive sizes (in the tried list) written as a range."""
+    order = {s: i for i, s in enumerate(all_sizes)}
+    parts = []
+    for group in groups:
+        runs: list[list[int]] = []
+        for s in group:
+            if runs and order[s] == order[runs[-1][-1]] + 1:
+                runs[-1].append(s)
+            else:
+                runs.append([s])
+        text = ",".join(
+            str(r[0]) if len(r) == 1 else f"{r[0]},{r[1]}" if len(r) == 2 else f"{r[0]}..{r[-1]}" for r in runs
+        )
+        parts.append("{" + text + "}")
+    return " ".join(parts)
+
+
+def positions(size: int) -> list[int]:
+    """First, middle and last: more positions in one forward cost no more forwards."""
+    return sorted({0, size // 2, size - 1})
+
+
+def measure_batch_invariance(
+    forward: Callable[[ModelInputs], Any],
+    sample: ModelInputs,
+    sizes: list[int],
+    *,
+    seed: int = 0,
+    dim: int = 0,
+    neighbours_at: set[int] | None = None,
+    budget: float | None = None,
+    progress: Callable[[str], None] = lambda message: None,
+) -> BatchInvariance:
+    """Measure ``forward`` on ``sample`` (a batch of one) at each of ``sizes``.
+
+    Size 1 is the sample alone. Every other size runs one batch holding the sample at the first,
+    middle and last position between random neighbours, and (at the sizes in ``neighbours_at``;
+    all when ``None``) one more with other neighbours. A forward that raises marks its size with
+    the error; outputs whose rows cannot be split raise :class:`~samebits.tensors.tree.RowError`.
+    Sizes not started within ``budget`` seconds are not measured.
+    """
+    start = time.monotonic()
+    gen = torch.Generator().manual_seed(seed)
+    results: list[SizeRows] = []
+    not_tried: list[int] = []
+    for size in sorted(set(sizes)):
+        if budget is not None and results and time.monotonic() - start > budget:
+            not_tried.append(size)
+            continue
+        progress(f"batch size {size}")
+        began = time.monotonic()
+        entry = SizeRows(size)
+        try:
+            _measure_size(entry, forward, sample, gen, dim, neighbours_at is None or size in neighbours_at)
+        except Exception as exc:
+            from samebits.tensors.tree import RowError
+
+            if isinstance(exc, RowError):
+                raise
+            entry.error = first_line(exc, with_type=True)
+        entry.seconds = round(time.monotonic() - began, 3)
+        results.append(entry)
+    return BatchInvariance(results, not_tried, round(time.monotonic() - start, 3))
+
+
+def _measure_size(
+    entry: SizeRows,
+    forward: Callable[[ModelInputs], Any],
+    sample: ModelInputs,
+    gen: torch.Generator,
+    dim: int,
+    fresh: bool,
+) -> None:
+    size = entry.size
+    if size == 1:
+        entry.rows[0] = output_rows(forward(sample), 0, 1, 1, dim=dim)
+        entry.keys[0] = row_key(entry.rows[0])
+        return
+    places = positions(size)
+    parts = [sample if i in places else random_neighbour(sample, gen, dim) for i in range(size)]
+    out = forward(concat_batches(parts, dim))
+    for p in places:
+        entry.rows[p] = output_rows(out, p, p + 1, size, dim=dim)
+        entry.keys[p] = row_key(entry.rows[p])
+    if fresh:
+        others = [sample, *[random_neighbour(sample, gen, dim) for _ in range(size - 1)]]
+        entry.fresh_key = row_key(output_rows(forward(concat_batches(others, dim)), 0, 1, size, dim=dim))

@@ -1,0 +1,110 @@
+"""Memory growth when outputs are kept: run in a child process (RSS only grows within one), capped."""
+
+from __future__ import annotations
+
+import os
+import resource
+from typing import Any
+
+import torch
+
+from samebits.models.inputs import ModelInputs
+
+
+def default_memory_cap_mb() -> float:
+    """A quarter of the machine's memory, at most 2 GiB: a grad-on loop stops there."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20
+    except (ValueError, OSError, AttributeError):
+        total = 8192.0
+    return min(2048.0, total / 4)
+
+
+def rss_mb() -> float:
+    """This process's resident memory now (Linux ``/proc``), else its peak (``getrusage``)."""
+    try:
+        with open("/proc/self/statm") as f:
+            pages = int(f.read().split()[1])
+        return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except (OSError, ValueError, IndexError):
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return peak / 2**10 if os.uname().sysname != "Darwin" else peak / 2**20
+
+
+def device_mb(device: str) -> float:
+    if device.startswith("cuda"):
+        return torch.cuda.memory_allocated() / 2**20
+    return rss_mb()
+
+
+def memory_growth(
+    model: Any, inputs: ModelInputs, *, mode: str, iterations: int, cap_mb: float, device: str = "cpu"
+) -> dict[str, Any]:
+    """Run ``iterations`` forwards keeping every output, ``mode`` ``"as-is"`` (grad mode on, as a
+    plain call runs) or ``"inference_mode"``; stop early once memory grew by ``cap_mb``."""
+    kept = []
+    context = torch.inference_mode() if mode == "inference_mode" else torch.enable_grad()
+    with context:
+        inputs.call(model)  # warm-up: allocator pools and lazy initialisation are not growth
+    start = device_mb(device)
+    capped, done = False, 0
+    with context:
+        for done in range(1, iterations + 1):
+            kept.append(inputs.call(model))
+            if device_mb(device) - start > cap_mb:
+                capped = True
+                break
+    grown = device_mb(device) - start
+    carries_grad = any(getattr(t, "grad_fn", None) is not None for t in _tensors(kept[-1])) if kept else False
+    return {
+        "mode": mode,
+        "iterations": done,
+        "grown_mb": round(grown, 2),
+        "capped": capped,
+        "carries_grad": carries_grad,
+    }
+
+
+def _tensors(obj: Any) -> list[torch.Tensor]:
+    from samebits.tensors.tree import flatten
+
+    try:
+        return [t for t in flatten(obj).values() if isinstance(t, torch.Tensor)]
+    except TypeError:
+        return []
+
+
+def reset_peak() -> bool:
+    """Reset this process's peak RSS (Linux ``/proc/self/clear_refs``); False where it cannot."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_mb() -> float:
+    """This process's peak RSS since start or the last :func:`reset_peak`."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**10 if os.uname().sysname != "Darwin" else peak / 2**20
+
+
+def peak_of(run: Any, device: str = "cpu") -> float:
+    """MB that running ``run()`` added to the peak (CUDA: the peak of allocated memory)."""
+    if device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        run()
+        return (torch.cuda.max_memory_allocated() - before) / 2**20
+    reset_peak()
+    before = rss_mb()
+    run()
+    return max(0.0, peak_mb() - before)

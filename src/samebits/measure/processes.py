@@ -1,0 +1,214 @@
+"""Fresh interpreters that load the same model and inputs and hand back traces as files."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from samebits import deadline
+from samebits.models.inputs import ModelInputs
+from samebits.measure.trace import Trace
+
+_LIVE: set[subprocess.Popen[bytes]] = set()  # children still running, killed if the parent stops
+
+
+def kill_children() -> None:
+    """Kill every child still running, with its whole process group."""
+    for proc in list(_LIVE):
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            proc.wait(timeout=5)
+        _LIVE.discard(proc)
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    """Linux: the child gets SIGKILL when the parent dies, however it dies (PR_SET_PDEATHSIG)."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+
+
+atexit.register(kill_children)
+deadline.on_fire(kill_children)
+
+
+@dataclasses.dataclass
+class ChildJob:
+    """One child: its environment overrides and what it should run."""
+
+    label: str
+    env: dict[str, str]
+    threads: int | None = None
+    keep: list[str] | None = None
+    ops: tuple[str, int] | None = None  # (module, call): also record op digests inside it
+    task: str = "trace"  # or "memory" (see probe/memory.py)
+    params: dict[str, Any] | None = None
+
+
+@dataclasses.dataclass
+class ChildResult:
+    label: str
+    trace: Trace | None
+    error: str | None
+    seconds: float
+    kept: dict[str, dict[str, torch.Tensor]] = dataclasses.field(default_factory=dict)
+    threads: int | None = None
+    ops: list[tuple[str, str]] | None = None
+    data: dict[str, Any] | None = None  # what a non-trace task returned
+
+
+def unshippable_reason(model: Any) -> str | None:
+    """Why an in-memory model cannot be sent to a child process, or ``None`` if it can be tried."""
+    if not isinstance(model, nn.Module):
+        return f"a {type(model).__name__} cannot be sent to a child process"
+    for module in model.modules():
+        cls = type(module)
+        if cls.__module__ == "__main__":
+            return f"class {cls.__name__} is defined in __main__, which a child process cannot import"
+        if "<locals>" in cls.__qualname__:
+            return f"class {cls.__qualname__} is defined inside a function, which a child process cannot import"
+    return None
+
+
+class ChildRunner:
+    """Owns a private temporary folder with the model (or its spec) and inputs, and runs children."""
+
+    def __init__(
+        self,
+        model: Any,
+        inputs: ModelInputs,
+        *,
+        spec: str | None,
+        seed: int,
+        device: str,
+        dtype: str | None,
+        timeout: float,
+        runtime: str | None = None,
+        entry: str = "samebits.measure.child",
+    ) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="samebits-"))  # mode 0700: private to this user
+        self.timeout = timeout
+        self.entry = entry  # the module children run as (python -m ENTRY JOB); a layer above passes its own
+        self.base: dict[str, Any] = {"seed": seed, "device": device, "dtype": dtype, "runtime": runtime}
+        torch.save({"args": list(inputs.args), "kwargs": inputs.kwargs}, self.folder / "inputs.pt")
+        self.base["inputs"] = str(self.folder / "inputs.pt")
+        self.skip_reason: str | None = None
+        if spec is not None:
+            self.base["spec"] = spec
+        else:
+            self.skip_reason = unshippable_reason(model)
+            if self.skip_reason is None:
+                try:
+                    torch.save(model, self.folder / "model.pt")
+                    self.base["model_file"] = str(self.folder / "model.pt")
+                except Exception as exc:  # e.g. a lambda or an open file inside the model
+                    self.skip_reason = f"the model cannot be pickled for a child process ({type(exc).__name__}: {exc})"
+
+    def close(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def __enter__(self) -> ChildRunner:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def run(self, jobs: list[ChildJob], parallel: int | None = None) -> list[ChildResult]:
+        """Run ``jobs`` (at most ``parallel`` at once); each result carries its trace or its error."""
+        parallel = parallel or max(1, min(len(jobs), os.cpu_count() or 1))
+        results: dict[int, ChildResult] = {}
+        queue = list(enumerate(jobs))
+        running: list[tuple[int, ChildJob, subprocess.Popen[bytes], float, Path]] = []
+        # Children start at once up to ``parallel``; bits do not depend on how busy the machine is.
+        # Each has its own timeout, so the parent's watchdog rests meanwhile; an interrupt or a
+        # signal to the parent kills the children still running.
+        with deadline.paused():
+            try:
+                while queue or running:
+                    while queue and len(running) < parallel:
+                        i, job = queue.pop(0)
+                        running.append((i, job, *self._start(i, job)))
+                    time.sleep(0.02)
+                    for entry in list(running):
+                        i, job, proc, started, out = entry
+                        elapsed = time.monotonic() - started
+                        if proc.poll() is None and elapsed < self.timeout:
+                            continue
+                        running.remove(entry)
+                        results[i] = self._collect(job, proc, elapsed, out)
+            finally:
+                for _, _, proc, _, _ in running:
+                    with contextlib.suppress(OSError):
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+                    _LIVE.discard(proc)
+        return [results[i] for i in range(len(jobs))]
+
+    def _start(self, i: int, job: ChildJob) -> tuple[subprocess.Popen[bytes], float, Path]:
+        out = self.folder / f"child{i}-{time.monotonic_ns()}.json"
+        spec = {
+            **self.base,
+            "out": str(out),
+            "threads": job.threads,
+            "keep": job.keep,
+            "ops": job.ops,
+            "task": job.task,
+            "params": job.params,
+        }
+        job_file = out.with_suffix(".job.json")
+        job_file.write_text(json.dumps(spec))
+        env = {**os.environ, **job.env}
+        with open(out.with_suffix(".stderr"), "wb") as stderr:  # a file, so a chatty child cannot block on a full pipe
+            proc = subprocess.Popen(
+                [sys.executable, "-m", self.entry, str(job_file)],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                start_new_session=True,  # its own process group: killed as one
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            )
+        _LIVE.add(proc)
+        return proc, time.monotonic(), out
+
+    def _collect(self, job: ChildJob, proc: subprocess.Popen[bytes], elapsed: float, out: Path) -> ChildResult:
+        _LIVE.discard(proc)
+        if proc.poll() is None:
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            return ChildResult(job.label, None, f"timed out after {self.timeout:g} s (raise --timeout)", elapsed)
+        stderr = out.with_suffix(".stderr").read_text(errors="replace").strip()
+        if not out.exists():
+            tail = stderr.splitlines()[-1] if stderr else "no output"
+            return ChildResult(job.label, None, f"child process exited with code {proc.returncode}: {tail}", elapsed)
+        data = json.loads(out.read_text())
+        if "error" in data:
+            return ChildResult(job.label, None, data["error"], elapsed)
+        if job.task != "trace":
+            return ChildResult(job.label, None, None, elapsed, data=data["data"])
+        kept: dict[str, dict[str, torch.Tensor]] = {}
+        tensors_file = Path(str(out) + ".safetensors")
+        if tensors_file.exists():
+            from safetensors.torch import load_file
+
+            for name, t in load_file(str(tensors_file)).items():
+                key, _, path = name.partition("|")
+                kept.setdefault(key, {})[path] = t
+        ops = [tuple(op) for op in data["ops"]] if data.get("ops") else None
+        return ChildResult(job.label, Trace.from_dict(data["trace"]), None, elapsed, kept, data.get("threads"), ops)  # type: ignore[arg-type]

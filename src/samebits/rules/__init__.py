@@ -1,0 +1,365 @@
+"""The rule registry shared by ``samebits lint`` (static) and ``samebits doctor`` (runtime).
+
+A rule is a code (``SB1xx`` reproducibility, ``SB2xx`` performance, ``SB3xx`` memory, ``SB4xx``
+safety), a kebab-case name, a one-line message, and docs: what it does, why it matters, an
+example and the fix. ``--explain`` and ``docs/rules.md`` are both rendered from here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import textwrap
+from typing import Literal
+
+CATEGORIES = {"1": "reproducibility", "2": "performance", "3": "memory", "4": "safety"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    code: str
+    name: str
+    kind: Literal["static", "runtime"]
+    message: str
+    what: str
+    why: str
+    example: str
+    fix: str
+
+    @property
+    def category(self) -> str:
+        return CATEGORIES[self.code[2]]
+
+    def explain(self) -> str:
+        """The rule's documentation as Markdown (the ``--explain`` text and a section of docs/rules.md)."""
+        return "\n".join(
+            [
+                f"## {self.code} `{self.name}` ({self.category}, {self.kind})",
+                "",
+                f"{self.message}",
+                "",
+                "**What it does.** " + self.what,
+                "",
+                "**Why is this bad.** " + self.why,
+                "",
+                "**Example**",
+                "",
+                "```python",
+                textwrap.dedent(self.example).strip(),
+                "```",
+                "",
+                "**Use instead.** " + self.fix,
+                "",
+            ]
+        )
+
+
+R = Rule
+RULES: tuple[Rule, ...] = (
+    R(
+        "SB101",
+        "hashseed-in-process",
+        "static",
+        "PYTHONHASHSEED set inside a running interpreter does nothing for it",
+        "Finds assignments to `os.environ['PYTHONHASHSEED']`, `os.environ.setdefault`/`update` with it, and `os.putenv('PYTHONHASHSEED', ...)`.",
+        "Python reads PYTHONHASHSEED once, at start-up. Setting it later changes nothing for this interpreter: `hash()` of strings stays salted, so set and dict order still changes from process to process.",
+        """
+      import os
+      os.environ["PYTHONHASHSEED"] = "0"
+      """,
+        "Set it before the interpreter starts: `samebits run --seed 0 -- python app.py`, or `PYTHONHASHSEED=0 python app.py`. Passing it in a child's `env=` is fine.",
+    ),
+    R(
+        "SB102",
+        "unknown-backend-flag",
+        "static",
+        "assignment to a torch.backends flag that this torch does not have",
+        "Finds assignments to attributes of `torch.backends.*` modules (cudnn, mkldnn, mps, opt_einsum, ...) and checks the name against the installed torch; it suggests the closest real flag.",
+        "`torch.backends.cudnn` is a module: assigning a misspelt name such as `determinstic` creates a new attribute and sets nothing. (Objects such as `torch.backends.cuda.matmul` raise on unknown names; modules do not.)",
+        """
+      import torch
+      torch.backends.cudnn.determinstic = True
+      """,
+        "Spell the flag as torch does (`torch.backends.cudnn.deterministic = True`), or use `samebits.deterministic()`, which sets every flag by feature detection.",
+    ),
+    R(
+        "SB103",
+        "benchmark-with-determinism",
+        "static",
+        "cudnn.benchmark = True in a file that asks for determinism",
+        "Finds `torch.backends.cudnn.benchmark = True` in a file that also calls `torch.use_deterministic_algorithms(True)`, sets `cudnn.deterministic = True`, or uses `samebits.deterministic`.",
+        "Benchmark mode times several convolution algorithms at the first call of each shape and keeps the fastest; which one wins depends on noise, so two runs or processes can pick different kernels and give different bits.",
+        """
+      torch.use_deterministic_algorithms(True)
+      torch.backends.cudnn.benchmark = True
+      """,
+        "Leave `cudnn.benchmark` off where bits must repeat (`samebits.deterministic()` does), or keep the trade-off explicit with `samebits.fast()`.",
+    ),
+    R(
+        "SB104",
+        "dataloader-workers-unseeded",
+        "static",
+        "DataLoader with worker processes but no worker_init_fn and generator, in a file that seeds RNGs",
+        "Finds `DataLoader(..., num_workers=N)` with N not 0 that passes neither `worker_init_fn` nor `generator`, in a file that seeds RNGs.",
+        "Each worker gets its own torch seed from the loader's generator, but NumPy and `random` are not re-seeded per worker: augmentations repeat across workers or change between runs, and without a seeded generator the shuffle order differs per run.",
+        """
+      torch.manual_seed(0)
+      loader = DataLoader(ds, shuffle=True, num_workers=4)
+      """,
+        "`DataLoader(ds, shuffle=True, num_workers=4, **samebits.dataloader_kwargs(seed))`, which passes a seeded `generator` and a `worker_init_fn` that seeds NumPy and `random` in each worker.",
+    ),
+    R(
+        "SB105",
+        "cublas-config-late",
+        "static",
+        "CUBLAS_WORKSPACE_CONFIG set after CUDA may already be in use",
+        "Finds `CUBLAS_WORKSPACE_CONFIG` set through `os.environ` or `os.putenv` after code that may have used CUDA (`.cuda()`, `.to('cuda')`, `torch.cuda.*`, `device='cuda'`) earlier in the file.",
+        "cuBLAS reads the variable when it creates its handle, at the first matrix product on the GPU. Set later, it is silently ignored and older torch versions raise in deterministic mode.",
+        """
+      model = model.cuda()
+      os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
+      """,
+        "Set it before the process starts: `samebits run -- python app.py` sets `:4096:8`, or set it at the very top of the entry script, before any CUDA work.",
+    ),
+    R(
+        "SB106",
+        "seed-after-model",
+        "static",
+        "RNGs seeded after the model or random tensors were created",
+        "Finds a seeding call (`torch.manual_seed`, `np.random.seed`, `random.seed`, `seed_everything`, ...) that comes after a model (`nn.X(...)`, an `nn.Module` subclass of the file, `from_pretrained`) or random tensors (`torch.randn`, ...) were created in the same scope.",
+        "The weights and the random tensors created before the seed come from an unseeded RNG: they change on every run, whatever happens after.",
+        """
+      model = Net()
+      torch.manual_seed(0)
+      """,
+        "Seed first, then build: `samebits.seed_everything(0)` at the top of the scope, before any model or random tensor.",
+    ),
+    R(
+        "SB107",
+        "missing-eval",
+        "static",
+        "a model used for inference never gets .eval()",
+        "Finds a model variable that the file calls in an inference path (the file uses `no_grad`/`inference_mode` or loads weights, and has no backward pass or optimizer step) but never puts in eval mode (`.eval()` or `.train(False)`).",
+        "In training mode Dropout drops random activations and BatchNorm uses (and updates) the batch statistics: the same input gives other outputs on every call, and a sample's output depends on its batch.",
+        """
+      model = Net()
+      model.load_state_dict(torch.load("w.pt", weights_only=True))
+      with torch.inference_mode():
+          y = model(x)
+      """,
+        "Call `model.eval()` once after loading (it returns the model: `model = Net().eval()`).",
+    ),
+    R(
+        "SB108",
+        "deterministic-warn-only",
+        "static",
+        "use_deterministic_algorithms(True, warn_only=True) only warns",
+        "Finds `torch.use_deterministic_algorithms(True, warn_only=True)`.",
+        "With `warn_only=True` an op that has no deterministic implementation still runs its nondeterministic kernel; torch only prints a warning, which is easy to miss in logs.",
+        """
+      torch.use_deterministic_algorithms(True, warn_only=True)
+      """,
+        "Use `warn_only=False` where bits must repeat, and replace the ops it reports; keep `warn_only=True` only while surveying.",
+    ),
+    R(
+        "SB109",
+        "tf32-with-determinism",
+        "static",
+        "TF32 or reduced float32 matmul precision allowed in a file that asks for determinism",
+        "Finds `allow_tf32 = True`, `fp32_precision = 'tf32'` or `torch.set_float32_matmul_precision('high'|'medium')` in a file that also asks for determinism.",
+        "TF32 rounds float32 inputs to 10 mantissa bits on Ampere and newer GPUs: results change with the GPU generation and differ from CPU results far beyond float32 rounding.",
+        """
+      torch.use_deterministic_algorithms(True)
+      torch.backends.cuda.matmul.allow_tf32 = True
+      """,
+        "Keep float32 at IEEE precision where bits matter (`samebits.deterministic()` sets it in both of torch's APIs).",
+    ),
+    R(
+        "SB201",
+        "per-sample-loop",
+        "static",
+        "model called in a loop on one sample at a time",
+        "Finds a model called inside a `for` loop on a single item: `x.unsqueeze(0)`, `x[None]`, `x[i:i+1]`, `x[i].unsqueeze(0)`.",
+        "One sample per forward leaves most of the CPU or GPU idle: a batch of 32 is often 5-10x the throughput. Each call also pays Python and kernel-launch overhead.",
+        """
+      for image in images:
+          out = model(image.unsqueeze(0))
+      """,
+        "Batch the samples (`model(torch.stack(images))`), or use `samebits.Predictor(model).map(images, batch_size=32)`, which batches with outputs that do not depend on the batch.",
+    ),
+    R(
+        "SB202",
+        "discarded-to-result",
+        "static",
+        "the result of .to()/.cuda()/.half()/... is thrown away: the tensor stays as it was",
+        "Finds a bare expression statement `x.to(...)`, `x.cuda()`, `x.cpu()`, `x.half()`, `x.float()`, `x.double()`, `x.bfloat16()`, `x.contiguous()` on something that is a tensor. Modules move in place, so `model.to(device)` is fine: a name counts as a module when it was bound to `nn.X(...)`, a class of the file that subclasses `nn.Module`, `from_pretrained`/`create_model`/`torch.jit.load`, or when its name says so (`model`, `net`, `module`, `encoder`, `self.backbone`, ...); it counts as a tensor when bound to a `torch.*` tensor factory, or named like `x`, `inputs`, `batch`, `images`, `tensor`, `*_tensor`.",
+        "Tensor methods return a new tensor and leave the original alone: the data stays on the CPU (or in float32), the model then runs on another device than intended, or fails with a device mismatch far from the bug.",
+        """
+      x = torch.randn(8, 3)
+      x.cuda()
+      y = model(x)
+      """,
+        "Keep the result: `x = x.cuda()` (or `x = x.to(device)`).",
+    ),
+    R(
+        "SB301",
+        "inference-without-no-grad",
+        "static",
+        "model called for inference outside torch.no_grad() / torch.inference_mode()",
+        "Finds a model call in an inference path (the file calls `.eval()`, loads weights, or loops over data, and has no backward pass or optimizer step) that is neither inside `with torch.no_grad():` / `with torch.inference_mode():` nor in a function decorated with them. A model that a function receives as an argument is left to the caller, and so are calls inside `forward`.",
+        "With grad mode on, every forward records the autograd graph and keeps its activations alive while the output lives: memory grows with each kept output until out-of-memory, and each forward is slower.",
+        """
+      model.eval()
+      for batch in loader:
+          preds.append(model(batch).argmax(1))
+      """,
+        "Run inference under `with torch.inference_mode():` (or decorate the function with `@torch.inference_mode()`).",
+    ),
+    R(
+        "SB302",
+        "outputs-kept-with-grad",
+        "static",
+        "model outputs kept in a list or dict outside no-grad without .detach()/.item()",
+        "Finds model outputs (a model call, or a name bound to one in the loop) appended to a list or stored in a dict, outside `no_grad`/`inference_mode`, without `.detach()`, `.item()`, `.tolist()` or `.numpy()`.",
+        "Each kept output holds its whole autograd graph, with every intermediate activation: memory grows by one forward's activations per iteration until out-of-memory (`samebits doctor` measures how much on your model).",
+        """
+      for batch in loader:
+          outputs.append(model(batch))
+      """,
+        "Keep plain values (`outputs.append(model(batch).detach())`, or `.item()` for a loss), or run under `torch.inference_mode()`.",
+    ),
+    R(
+        "SB401",
+        "unsafe-torch-load",
+        "static",
+        "torch.load that may unpickle arbitrary code",
+        "Finds `torch.load(..., weights_only=False)`, and a bare `torch.load(path)` in a project that supports torch older than 2.6 (read from `pyproject.toml`, `setup.cfg` or `requirements*.txt`), where the default was to unpickle anything.",
+        "Unpickling runs code chosen by whoever wrote the file: a checkpoint from the internet can execute anything on load.",
+        """
+      state = torch.load("checkpoint.pt", weights_only=False)
+      """,
+        "`torch.load(path, weights_only=True)` for tensors and state dicts; safetensors (`safetensors.torch.load_file`) for weights you share.",
+    ),
+    R(
+        "SB402",
+        "pickle-load",
+        "static",
+        "pickle.load of a file runs the code inside it",
+        "Finds `pickle.load(...)`, `pickle.loads(...)`, `dill.load(...)` and `joblib.load(...)` calls.",
+        "A pickle is a program: loading one from an untrusted place executes whatever it contains.",
+        """
+      with open("features.pkl", "rb") as f:
+          features = pickle.load(f)
+      """,
+        "Store tensors in safetensors or `.npy` (`numpy.load(..., allow_pickle=False)`), other data as JSON.",
+    ),
+    # Runtime rules: measured by `samebits doctor`.
+    R(
+        "SB151",
+        "modules-in-training-mode",
+        "runtime",
+        "modules whose forward depends on training mode are in training mode",
+        "Lists the Dropout, BatchNorm and other training-sensitive modules of the model that are in training mode.",
+        "Dropout drops random activations and BatchNorm uses and updates batch statistics: outputs change on every call and with the batch.",
+        """
+      model = Net()  # .eval() never called
+      """,
+        "`model.eval()` before inference.",
+    ),
+    R(
+        "SB152",
+        "batch-variant-outputs",
+        "runtime",
+        "a sample's output depends on the batch size",
+        "Runs one sample alone and inside batches of several sizes and compares the bits.",
+        "A server batches requests as they arrive: with batch-variant kernels, the answer to one request depends on the load.",
+        """
+      model(x[:1]) != model(x)[:1]  # bits
+      """,
+        "Run every forward at one fixed tile size (`samebits.Predictor`), or use a batch-invariant backend.",
+    ),
+    R(
+        "SB153",
+        "thread-oversubscription",
+        "runtime",
+        "torch's thread count does not fit the cores",
+        "Compares torch's intra-op thread count and OMP/MKL settings with the CPU cores this process may use.",
+        "More threads than cores makes every parallel op fight for the cores (often several times slower); thread counts also change the bits of reductions, so they should be fixed.",
+        """
+      torch.set_num_threads(64)  # on an 8-core machine
+      """,
+        "Set the thread count to the cores available (`samebits run --threads N -- ...`), and keep it fixed between runs.",
+    ),
+    R(
+        "SB251",
+        "per-sample-inference-slower",
+        "runtime",
+        "one sample per forward is much slower than batching on this model",
+        "Measures samples per second one at a time and in a batch of 32, side by side.",
+        "Per-sample forwards leave the hardware idle and pay per-call overhead for every sample.",
+        """
+      for x in samples: model(x[None])
+      """,
+        "Batch the samples (`samebits.Predictor(model).map(samples, batch_size=32)`).",
+    ),
+    R(
+        "SB252",
+        "faster-backend-available",
+        "runtime",
+        "another installed backend runs this model faster",
+        "Measures TorchScript, ONNX Runtime and torch.compile (where installed and usable here) against eager on the example inputs, with their bit equality.",
+        "A faster backend can cut serving cost; its bits may differ from eager, which the finding states.",
+        """
+      model(x)  # eager
+      """,
+        "Use the backend through `samebits.Predictor(model, backend=...)`, which validates it against eager and loads one cached artifact in every process.",
+    ),
+    R(
+        "SB351",
+        "outputs-carry-grad",
+        "runtime",
+        "outputs carry grad_fn: grad mode is on and parameters require grad",
+        "Calls the model as it is (grad mode on) and checks whether the outputs carry `grad_fn`; measures in a child process how much memory one kept output retains.",
+        "Each kept output holds the autograd graph with its activations: memory the inference never needed.",
+        """
+      y = model(x)  # y.grad_fn is not None
+      """,
+        "Run inference under `torch.inference_mode()`, and `model.requires_grad_(False)`.",
+    ),
+    R(
+        "SB352",
+        "memory-grows-when-outputs-kept",
+        "runtime",
+        "memory grows with every kept output",
+        "Runs N forwards keeping every output, as the model is and under `inference_mode`, each in a fresh child process (RSS only grows within one process), capped so that it cannot exhaust the machine.",
+        "A service that keeps outputs (caches, lists, logs) with grad on grows until out-of-memory.",
+        """
+      outs = [model(x) for _ in range(1000)]
+      """,
+        "`torch.inference_mode()` around inference, or keep `.detach()`ed copies.",
+    ),
+)
+
+BY_CODE = {r.code: r for r in RULES}
+BY_NAME = {r.name: r for r in RULES}
+
+
+def find_rule(key: str) -> Rule | None:
+    """A rule by code (``SB101``) or name (``hashseed-in-process``), case-insensitively."""
+    key = key.strip()
+    return BY_CODE.get(key.upper()) or BY_NAME.get(key.lower())
+
+
+def render_docs() -> str:
+    """The whole of ``docs/rules.md``."""
+    head = [
+        "# Rules",
+        "",
+        "Generated from `samebits/rules/__init__.py` (`python -m samebits.linter > docs/rules.md`); a test keeps",
+        "this file in sync. `samebits lint --explain CODE|NAME` prints one rule. Static rules are found by",
+        "`samebits lint` in source, runtime rules by `samebits doctor` on a running model.",
+        "",
+        "| code | name | kind | message |",
+        "|---|---|---|---|",
+    ]
+    head += [f"| {r.code} | `{r.name}` | {r.kind} | {r.message} |" for r in RULES]
+    return "\n".join(head + [""] + [r.explain() for r in RULES]).rstrip() + "\n"

@@ -1,0 +1,64 @@
+"""The layers of src/samebits, as docs/architecture.md states them: every import (module level or
+inside a function) goes down the order, and siblings in one layer never import each other."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parent.parent / "src" / "samebits"
+
+# Top to bottom. A package (or top-level module) may import only those in lower layers.
+LAYERS: list[set[str]] = [
+    {"__main__"},
+    {"cli", "bootstrap"},
+    {"pytest_plugin"},  # integrations
+    {"checker", "diagnosis", "linter", "golden", "runner"},  # capabilities
+    {"runtime"},
+    {"measure", "rules"},
+    {"models"},
+    {"tensors", "fingerprint"},
+    {"determinism"},
+    {"deadline", "files", "__init__"},
+    {"errors", "_version"},
+]
+LAYER_OF = {name: i for i, layer in enumerate(LAYERS) for name in layer}
+
+
+def _unit(path: Path) -> str:
+    rel = path.relative_to(SRC)
+    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+
+
+def _imports(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "samebits":
+                found.update(alias.name for alias in node.names)
+            elif node.module.startswith("samebits."):
+                found.add(node.module.split(".")[1])
+        elif isinstance(node, ast.Import):
+            found.update(a.name.split(".")[1] for a in node.names if a.name.startswith("samebits."))
+    return found
+
+
+def test_every_unit_has_a_layer():
+    units = {_unit(p) for p in SRC.rglob("*.py")}
+    assert units <= set(LAYER_OF), f"give these a layer: {sorted(units - set(LAYER_OF))}"
+
+
+def test_imports_only_go_down():
+    upward = []
+    for path in sorted(SRC.rglob("*.py")):
+        unit = _unit(path)
+        for target in _imports(path) - {unit}:
+            if LAYER_OF[target] <= LAYER_OF[unit]:
+                upward.append(f"{path.relative_to(SRC)} imports {target}")
+    assert upward == []
+
+
+def test_the_layer_order_is_the_one_in_the_architecture_doc():
+    doc = (SRC.parent.parent / "docs" / "architecture.md").read_text()
+    order = " > ".join(", ".join(sorted(layer)) for layer in LAYERS)
+    assert f"`{order}`" in doc
