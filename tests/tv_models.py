@@ -53,7 +53,8 @@ def fasterrcnn():
     from torchvision.models.detection import fasterrcnn_resnet50_fpn
 
     torch.manual_seed(0)
-    return fasterrcnn_resnet50_fpn(weights=None, weights_backbone=None, box_score_thresh=0.9, **SMALL).eval(), (images(),)
+    model = fasterrcnn_resnet50_fpn(weights=None, weights_backbone=None, box_score_thresh=0.9, **SMALL)
+    return model.eval(), (images(),)
 
 
 def resnet18():

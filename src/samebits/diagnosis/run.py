@@ -49,6 +49,10 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
+class Skipped(Exception):
+    """A probe that does not apply to this model, with the reason."""
+
+
 class _Doctor:
     def __init__(
         self,
@@ -76,16 +80,16 @@ class _Doctor:
         self.details = {}
         start = time.monotonic()
         try:
-            summary = fn()
-            status = "skipped" if summary.startswith("skipped: ") else "ran"
-            summary = summary.removeprefix("skipped: ")
+            summary, status = fn(), "ran"
+        except Skipped as why:
+            summary, status = str(why), "skipped"
         except Exception as exc:
             status, summary = "error", first_line(exc, with_type=True)
         self.probes.append(ProbeStatus(name, status, summary, round(time.monotonic() - start, 2), self.details))  # type: ignore[arg-type]
 
     def training_mode(self) -> str:
         if not isinstance(self.model, nn.Module):
-            return "skipped: not an nn.Module (a TorchScript or ONNX model has no training flags to read)"
+            raise Skipped("not an nn.Module (a TorchScript or ONNX model has no training flags to read)")
         found = training_modules(self.model)
         if found:
             names = ", ".join(f"{n} ({t})" for n, t in found[:5]) + (
@@ -129,7 +133,7 @@ class _Doctor:
             timeout=self.options["timeout"],
         ) as runner:
             if runner.skip_reason:
-                return f"skipped: {runner.skip_reason}; pass a MODEL spec so that a fresh process can load it"
+                raise Skipped(f"{runner.skip_reason}; pass a MODEL spec so that a fresh process can load it")
             jobs = [
                 ChildJob(mode, {}, task="memory", params={"mode": mode, "iterations": iterations, "cap_mb": cap})
                 for mode in ("as-is", "inference_mode")
@@ -157,7 +161,7 @@ class _Doctor:
     def batching(self) -> str:
         n = self.options["batch"]
         if batch_size_of(self.inputs) is None:
-            return "skipped: the inputs have no batch dimension"
+            raise Skipped("the inputs have no batch dimension")
         gen = torch.Generator().manual_seed(0)
         sample = take_sample(self.inputs, 0)
         samples = [sample] + [random_neighbour(sample, gen) for _ in range(n - 1)]
@@ -189,7 +193,7 @@ class _Doctor:
 
     def batch_variance(self) -> str:
         if batch_size_of(self.inputs) is None:
-            return "skipped: the inputs have no batch dimension"
+            raise Skipped("the inputs have no batch dimension")
         sizes = [1, 2, 8, self.options["batch"]]
         try:
             measured = measure_batch_invariance(
@@ -199,7 +203,7 @@ class _Doctor:
                 neighbours_at={2, self.options["batch"]},
             )
         except RowError as exc:
-            return f"skipped: outputs cannot be split per sample: {exc}"
+            raise Skipped(f"outputs cannot be split per sample: {exc}") from None
         if measured.at(1).error or len(measured.measured) < 2:
             raise RuntimeError("; ".join(measured.errors) or "no batch size could run")
         if not measured.differs:
@@ -244,9 +248,9 @@ class _Doctor:
     def backends(self) -> str:
         names = tuple(self.options["backends"])
         if not names:
-            return "skipped: no backend asked for"
+            raise Skipped("no backend asked for")
         if not isinstance(self.model, nn.Module) or isinstance(self.model, torch.jit.ScriptModule):
-            return "skipped: only an eager nn.Module can be converted here"
+            raise Skipped("only an eager nn.Module can be converted here")
         results = try_backends(
             self.model,
             self.inputs,

@@ -15,7 +15,7 @@ from samebits.golden.record import run_profiled, spec_resolved_from
 from samebits.models import LoadedModel, load_model
 from samebits.models.target import as_loaded
 from samebits.measure.trace import ModuleCall, Trace, first_divergence
-from samebits.tensors.compare import Comparison, compare_trees
+from samebits.tensors.compare import Comparison, compare_trees, worst_verdict
 from samebits.tensors.tree import flatten
 
 
@@ -35,8 +35,7 @@ class VerifyReport:
 
     @property
     def verdict(self) -> str:
-        verdicts = {c.verdict for c in self.items}
-        return "diverged" if "diverged" in verdicts else "close" if "close" in verdicts else "identical"
+        return worst_verdict(c.verdict for c in self.items)
 
     @property
     def ok(self) -> bool:

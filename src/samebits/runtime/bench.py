@@ -34,6 +34,8 @@ class BenchRow:
     speedup_vs_loop: float
     peak_mb: float | None = None
     note: str = ""
+    backend: str | None = None  # the Predictor's backend (None: the loop or plain eager)
+    invariant: bool = False  # a Predictor with invariant=True
 
 
 @dataclasses.dataclass
@@ -98,10 +100,12 @@ def bench(
     with torch.inference_mode():
         reference = [s.call(model) for s in pool]
     predictors: dict[str, Any] = {}
+    kinds: dict[str, tuple[str, bool]] = {}  # label -> (backend, invariant): never parsed back from the label
     skipped: list[str] = []
     for backend in backends:
         for invariant in (True, False):
             name = f"predictor:{backend}" + ("" if invariant else " (variant)")
+            kinds[name] = (backend, invariant)
             say(f"building {name}")
             try:
                 predictors[name] = Predictor(
@@ -162,6 +166,8 @@ def bench(
                     same_loop,
                     same_alone,
                     (n / median) / loop_rate,
+                    backend=kinds.get(name, (None, False))[0],
+                    invariant=kinds.get(name, (None, False))[1],
                 )
             )
     if memory:
@@ -196,7 +202,13 @@ def _peaks(
                 f"{r.config}@{r.batch}",
                 {},
                 task="peak",
-                params={"config": r.config, "batch": r.batch, "cache_dir": cache_dir},
+                params={
+                    "config": r.config,
+                    "backend": r.backend,
+                    "invariant": r.invariant,
+                    "batch": r.batch,
+                    "cache_dir": cache_dir,
+                },
             )
             for r in rows
         ]
@@ -207,7 +219,15 @@ def _peaks(
                 r.note = f"peak memory: {result.error}"
 
 
-def peak_task(model: Any, inputs: ModelInputs, config: str, batch: int, cache_dir: str | None) -> dict[str, Any]:
+def peak_task(
+    model: Any,
+    inputs: ModelInputs,
+    config: str,
+    backend: str | None,
+    invariant: bool,
+    batch: int,
+    cache_dir: str | None,
+) -> dict[str, Any]:
     """In a child: build one configuration and measure the peak memory of running it once."""
     from samebits.measure.memory import peak_of
     from samebits.runtime.predictor import Predictor
@@ -221,11 +241,10 @@ def peak_task(model: Any, inputs: ModelInputs, config: str, batch: int, cache_di
         batched = concat_batches(pool)
         run = lambda: batched.call(model)  # noqa: E731
     else:
-        backend = config.split(":", 1)[1].removesuffix(" (variant)")
         p = Predictor(
             model,
             backend=backend,
-            invariant=not config.endswith("(variant)"),
+            invariant=invariant,
             example_inputs=inputs,
             deterministic=False,
             cache_dir=cache_dir,

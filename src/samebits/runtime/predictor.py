@@ -145,7 +145,11 @@ class Predictor:
             if isinstance(self.model, nn.Module):
                 self.model.eval().requires_grad_(False)
             self._runners: dict[int, Any] = {}
-            self._dynamic = backend == "onnxruntime"  # export once with a dynamic batch dim where it works
+            # Export once with a dynamic batch dim where it can work: not for a list input (images),
+            # whose length torch.export cannot make dynamic; those get one file per batch size.
+            self._dynamic = backend == "onnxruntime" and not any(
+                isinstance(a, list) for a in [*self._example.args, *self._example.kwargs.values()]
+            )
             self.artifacts: dict[int, dict[str, Any]] = {}
             self._sample = take_sample(self._example, 0) if batch_size_of(self._example) is not None else None
             self.memory: dict[str, Any] = {}

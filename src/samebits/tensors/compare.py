@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Literal, NamedTuple
 
 import torch
@@ -40,6 +40,14 @@ class Tolerances(NamedTuple):
 
     rtol: float
     atol: float
+
+
+_SEVERITY = {"identical": 0, "close": 1, "diverged": 2}
+
+
+def worst_verdict(verdicts: Iterable[Verdict]) -> Verdict:
+    """The worst of comparison verdicts (diverged > close > identical); ``identical`` for none."""
+    return max(verdicts, key=_SEVERITY.__getitem__, default="identical")
 
 
 def tolerances_for(dtype: torch.dtype) -> Tolerances:
@@ -133,10 +141,7 @@ class TreeComparison:
 
     @property
     def verdict(self) -> Verdict:
-        verdicts = {c.verdict for c in self.items}
-        if "diverged" in verdicts:
-            return "diverged"
-        return "close" if "close" in verdicts else "identical"
+        return worst_verdict(c.verdict for c in self.items)
 
     @property
     def identical(self) -> bool:

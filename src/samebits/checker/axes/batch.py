@@ -9,6 +9,7 @@ import time
 import torch
 
 from samebits.checker.context import CheckContext, keys_for, op_origin, origin_from
+from samebits.tensors.compare import worst_verdict
 from samebits.checker.report import AxisResult, Difference
 from samebits.measure.batching import batch_size_of, random_neighbour, stack_samples, take_sample
 from samebits.measure.invariance import format_groups, measure_batch_invariance
@@ -58,7 +59,7 @@ def batch_axis(ctx: CheckContext) -> AxisResult:
             first_bad = first_bad or entry.size
             if worst is None or result.verdict == "diverged":
                 worst = Difference.from_comparison(result)
-            verdict = "diverged" if result.verdict == "diverged" or verdict == "diverged" else "close"
+            verdict = worst_verdict((verdict, result.verdict))
     groups = measured.groups()
     agreed = sum(1 for s in measured.measured if s.key == measured.at(1).key)
     result = AxisResult("batch", verdict, len(tried), agreed, difference=worst)

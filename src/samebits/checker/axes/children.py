@@ -6,6 +6,7 @@ import random
 import time
 
 from samebits.checker.context import CheckContext, keys_for, origin_from
+from samebits.tensors.compare import worst_verdict
 from samebits.checker.report import AxisResult, Difference
 from samebits.runtime.child import ENTRY as RUNTIME_ENTRY
 from samebits.measure.child import OUTPUT_KEY
@@ -47,7 +48,9 @@ def _compare_children(ctx: CheckContext, axis: str, results: list[ChildResult]) 
         if other.trace.outputs == ref.trace.outputs:  # type: ignore[union-attr]
             agreed += 1
             continue
-        result = ctx.compare(ref.kept.get(OUTPUT_KEY, {}), other.kept.get(OUTPUT_KEY, {}))
+        result = ctx.compare_flat(
+            ref.kept.get(OUTPUT_KEY, {}), other.kept.get(OUTPUT_KEY, {})
+        )  # already {path: tensor}
         if result.identical and other.trace.outputs != ref.trace.outputs:  # type: ignore[union-attr]
             verdict = "diverged"  # a non-tensor leaf differs (only digests came back for it)
         elif result.identical:
@@ -56,7 +59,7 @@ def _compare_children(ctx: CheckContext, axis: str, results: list[ChildResult]) 
         bad = bad or other
         if worst is None or result.verdict == "diverged":
             worst = Difference.from_comparison(result)
-        verdict = "diverged" if result.verdict == "diverged" or verdict == "diverged" else "close"
+        verdict = worst_verdict((verdict, result.verdict))
     out = AxisResult(axis, verdict, len(results), agreed, difference=worst)
     out.details = {"children": [{"label": r.label, "error": r.error, "seconds": round(r.seconds, 2)} for r in results]}
     if errors:

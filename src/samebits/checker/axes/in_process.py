@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from samebits.checker.context import CheckContext, keys_for, op_origin, origin_from
+from samebits.tensors.compare import worst_verdict
 from samebits.checker.report import AxisResult, Difference
 from samebits.determinism.rng import seed_rngs
 from samebits.measure.trace import first_divergence
@@ -35,7 +36,7 @@ def _verdict_of(
         first_bad = first_bad if first_bad is not None else i
         if result.verdict == "diverged" or worst is None:
             worst = Difference.from_comparison(result)
-        verdict = "diverged" if result.verdict == "diverged" or verdict == "diverged" else "close"
+        verdict = worst_verdict((verdict, result.verdict))
     return verdict, agreed, worst, first_bad
 
 
