@@ -54,8 +54,8 @@ def test_randomness_in_forward_names_the_rng_and_module(factory, rng):
     report = check(spec(factory), axes=("repeat", "seed"))
     seed = report.axis("seed")
     assert seed.verdict == "diverged"
-    assert seed.details["rngs_consumed"] == [rng]
-    assert seed.details["modules"] == [{"module": "noise", "type": "Noisy", "rngs": [rng]}]
+    assert seed.details.rngs_consumed == [rng]
+    assert [(m.module, m.type, m.rngs) for m in seed.details.modules] == [("noise", "Noisy", [rng])]
     cause = causes(report)["randomness-in-forward"]
     assert "noise (Noisy" in cause.summary
     assert "nondeterministic-kernels" not in causes(report)  # the repeats differ because of the RNG
@@ -66,7 +66,7 @@ def test_hash_order_is_proved_by_the_fixed_seed_rerun():
     report = check(spec("hash_order"), axes=("process",), processes=4)
     process = report.axis("process")
     assert process.verdict == "diverged"
-    assert process.details["fixed_hash_seed"]["verdict"] == "identical"
+    assert process.details.fixed_hash_seed.verdict == "identical"
     cause = causes(report)["hash-order"]
     assert cause.verified and "samebits run" in cause.fix
     assert process.origin.module == "<model>"  # the set is iterated in the model's own forward
@@ -77,10 +77,9 @@ def test_batchnorm_in_training_mode_mutates_state():
     report = check(spec("bn_train"), axes=("repeat", "state"))
     state = report.axis("state")
     assert state.verdict == "diverged"
-    assert (
-        "bn.running_mean" in state.details["changed"]
-        and {"module": "bn", "type": "BatchNorm2d"} in state.details["modules"]
-    )
+    assert "bn.running_mean" in state.details.changed and ("bn", "BatchNorm2d") in [
+        (m.module, m.type) for m in state.details.modules
+    ]
     cause = causes(report)["training-mode"]
     assert "state" in cause.axis and "bn (BatchNorm2d)" in cause.summary
 
@@ -91,7 +90,7 @@ def test_batch_variant_linear_is_localised():
     assert batch.verdict == "diverged"
     assert batch.origin.module == "fc" and batch.origin.type == "Linear" and batch.origin.inputs_identical
     assert batch.origin.growth[0].module == "fc" and batch.origin.growth[0].max_abs > 0
-    assert batch.details["groups"][0] == [1]
+    assert batch.details.groups[0] == [1]
     assert batch.origin.op.startswith("aten.addmm")
     assert "batch-size" in causes(report)
 
@@ -167,7 +166,7 @@ def test_torchscript_model_says_localisation_is_unavailable(tmp_path):
 def test_list_input_detector_on_the_batch_axis():
     report = check("demo:detector", axes=("batch",), batch_sizes=(1, 2))
     assert report.axis("batch").verdict in ("identical", "diverged")
-    assert report.axis("batch").details["sizes"] == [1, 2]
+    assert report.axis("batch").details.sizes == [1, 2]
 
 
 def test_inputs_without_a_batch_dim_skip_the_batch_axis():

@@ -81,7 +81,7 @@ def test_batch_verdict_and_origin_as_measured(reports, name):
     batch = next(a for a in reports(name).axes if a.axis == "batch")
     assert batch.verdict == verdict, batch.summary
     if groups:
-        assert batch.details["groups_text"] == groups and batch.origin.module == origin
+        assert batch.details.groups_text == groups and batch.origin.module == origin
 
 
 def test_a_difference_in_the_cache_is_named_by_its_layer():

@@ -129,7 +129,7 @@ def test_batch_verdict_as_measured(reports, name):
     verdict, groups, origin = BATCH_HERE[name]
     axis = next(a for a in reports(name).axes if a.axis == "batch")
     assert axis.verdict == verdict, axis.summary
-    assert axis.details["groups_text"] == groups and axis.origin.module == origin
+    assert axis.details.groups_text == groups and axis.origin.module == origin
 
 
 @pytest.mark.parametrize("name", DETECTORS)

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
-from samebits.checker.report import AxisResult, Cause
+from samebits.checker.report import AxisResult, BatchDetails, Cause, ChildrenDetails, SeedDetails, StateDetails
 from samebits.measure.guard import training_modules
+
+T = TypeVar("T")
 
 
 def _names(items: list[tuple[str, str]], limit: int = 4) -> str:
     text = ", ".join(f"{n} ({t})" for n, t in items[:limit])
     return text + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+def _details(result: AxisResult | None, kind: type[T]) -> T | None:
+    """An axis's typed details when it has them (a skipped or failed axis has none)."""
+    return result.details if result is not None and isinstance(result.details, kind) else None
 
 
 def diagnose(results: dict[str, AxisResult], model: Any, rerun: Callable[[str, str], AxisResult]) -> list[Cause]:
@@ -44,7 +51,8 @@ def diagnose(results: dict[str, AxisResult], model: Any, rerun: Callable[[str, s
 
     seed = results.get("seed")
     repeat = results.get("repeat")
-    rngs = seed.details.get("rngs_consumed", []) if seed is not None else []
+    seed_details = _details(seed, SeedDetails)
+    rngs = seed_details.rngs_consumed if seed_details else []
     hidden = sorted((bad & {"repeat", "seed"}) - explained) if seed is not None and not rngs else []
     if hidden:  # outputs change between calls, yet no RNG was drawn: state kept across calls
         shapes = next(
@@ -67,11 +75,8 @@ def diagnose(results: dict[str, AxisResult], model: Any, rerun: Callable[[str, s
         )
         explained.update(hidden)
     if seed is not None and "seed" in bad and "seed" not in explained:
-        modules = seed.details.get("modules", [])
-        where = (
-            ", ".join(f"{m['module']} ({m['type']}: {', '.join(m['rngs'])})" for m in modules)
-            or "code hooks cannot see"
-        )
+        modules = seed_details.modules if seed_details else []
+        where = ", ".join(f"{m.module} ({m.type}: {', '.join(m.rngs)})" for m in modules) or "code hooks cannot see"
         axes = ["seed"] + (["repeat"] if rngs and "repeat" in bad and "repeat" not in explained else [])
         causes.append(
             Cause(
@@ -86,13 +91,14 @@ def diagnose(results: dict[str, AxisResult], model: Any, rerun: Callable[[str, s
 
     state = results.get("state")
     if state is not None and "state" in bad and "state" not in explained:
-        mods = [(m["module"], m["type"]) for m in state.details.get("modules", [])]
+        state_details = _details(state, StateDetails)
+        mods = [(m.module, m.type) for m in state_details.modules] if state_details else []
         causes.append(
             Cause(
                 "state-mutation",
                 "state",
                 f"the forward changes the model's own tensors in {_names(mods)}",
-                f"{len(state.details.get('changed', []))} parameters or buffers have other digests after one forward",
+                f"{len(state_details.changed) if state_details else 0} parameters or buffers have other digests after one forward",
                 "do not update buffers in forward; put stateful modules in eval mode (model.eval())",
             )
         )
@@ -100,14 +106,15 @@ def diagnose(results: dict[str, AxisResult], model: Any, rerun: Callable[[str, s
 
     process = results.get("process")
     if process is not None and "process" in bad:
-        fixed = process.details.get("fixed_hash_seed", {})
-        if fixed.get("verdict") == "identical":
+        process_details = _details(process, ChildrenDetails)
+        fixed = process_details.fixed_hash_seed if process_details else None
+        if fixed is not None and fixed.verdict == "identical":
             causes.append(
                 Cause(
                     "hash-order",
                     "process",
                     "the output depends on Python's hash order (a set or dict of strings iterated in the forward)",
-                    f"processes with different PYTHONHASHSEED differ; with PYTHONHASHSEED=0 all {fixed.get('runs')} agree",
+                    f"processes with different PYTHONHASHSEED differ; with PYTHONHASHSEED=0 all {fixed.runs} agree",
                     "start the process with `samebits run -- python ...` (fixes PYTHONHASHSEED before start), or iterate sorted(...)",
                     verified=True,
                 )
@@ -118,33 +125,35 @@ def diagnose(results: dict[str, AxisResult], model: Any, rerun: Callable[[str, s
                     "per-process",
                     "process",
                     "each process computes other bits, even with one PYTHONHASHSEED",
-                    f"{fixed.get('runs', process.runs) - fixed.get('agreed', process.agreed)} processes with PYTHONHASHSEED=0 still differ while repeats in one process agree",
+                    f"{(fixed.runs - fixed.agreed) if fixed else (process.runs - process.agreed)} processes with PYTHONHASHSEED=0 still differ while repeats in one process agree",
                     "build compiled artifacts (engines, autotuning) once and load the same file in every process",
                 )
             )
 
     threads = results.get("threads")
     if threads is not None and "threads" in bad:
+        thread_details = _details(threads, ChildrenDetails)
         where = f" from {threads.origin.module}" if threads.origin else ""
         causes.append(
             Cause(
                 "thread-count",
                 "threads",
                 f"the output depends on the intra-op thread count{where}",
-                f"fresh processes with {', '.join(c['label'] for c in threads.details.get('children', []))} give other bits",
+                f"fresh processes with {', '.join(c.label for c in thread_details.children) if thread_details else 'other thread counts'} give other bits",
                 "fix the thread count: `samebits run --threads N -- ...` or samebits.deterministic(threads=N)",
             )
         )
 
     batch = results.get("batch")
     if batch is not None and "batch" in bad:
+        batch_details = _details(batch, BatchDetails)
         where = f", starting in {batch.origin.module} ({batch.origin.type})" if batch.origin else ""
         causes.append(
             Cause(
                 "batch-size",
                 "batch",
                 f"a sample's output depends on the batch size{where}",
-                f"batch sizes that agree bit for bit: {batch.details.get('groups_text')}",
+                f"batch sizes that agree bit for bit: {batch_details.groups_text if batch_details else '?'}",
                 "run every forward at one fixed tile size (pad the last batch) or use a batch-invariant backend",
             )
         )

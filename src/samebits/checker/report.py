@@ -65,6 +65,80 @@ class Origin:
 
 
 @dataclasses.dataclass
+class RngUse:
+    """A module whose forward drew from these RNGs."""
+
+    module: str
+    type: str
+    rngs: list[str]
+
+
+@dataclasses.dataclass
+class SeedDetails:
+    """The seed axis: which RNGs a forward consumed, and where."""
+
+    rngs_consumed: list[str]
+    modules: list[RngUse]
+
+
+@dataclasses.dataclass
+class ModuleRef:
+    module: str
+    type: str
+
+
+@dataclasses.dataclass
+class StateDetails:
+    """The state axis: the parameters and buffers a forward changed, and their modules."""
+
+    changed: list[str]
+    modules: list[ModuleRef]
+
+
+@dataclasses.dataclass
+class ChildRun:
+    label: str
+    error: str | None
+    seconds: float
+
+
+@dataclasses.dataclass
+class Rerun:
+    """An axis run again under one condition (the fixed PYTHONHASHSEED re-run)."""
+
+    verdict: str
+    agreed: int
+    runs: int
+
+
+@dataclasses.dataclass
+class ChildrenDetails:
+    """The process and threads axes: every child, the first pair that differs, the re-run."""
+
+    children: list[ChildRun]
+    pair: list[str] | None = None
+    fixed_hash_seed: Rerun | None = None
+
+
+@dataclasses.dataclass
+class BatchDetails:
+    """The batch axis: sizes measured, groups of sizes with identical results, and where the
+    sample's position or neighbours mattered."""
+
+    sizes: list[int]
+    groups: list[list[int]]
+    groups_text: str
+    position_matters: list[int]
+    neighbours_matter: list[int]
+    errors: list[str]
+    example_batch: int
+    localized_at_size: int | None = None
+
+
+AxisDetails = SeedDetails | StateDetails | ChildrenDetails | BatchDetails
+
+
+@dataclasses.dataclass
 class AxisResult:
     """One axis: a controlled variation, how many runs agreed, and what differed."""
 
@@ -76,7 +150,7 @@ class AxisResult:
     reason: str = ""
     difference: Difference | None = None
     origin: Origin | None = None
-    details: dict[str, Any] = dataclasses.field(default_factory=dict)
+    details: AxisDetails | None = None  # typed: a cause that reads it fails loudly when it changes
     seconds: float = 0.0
 
 
@@ -156,6 +230,8 @@ class CheckReport:
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
+        for axis in data["axes"]:
+            axis["details"] = axis["details"] or {}  # JSON: an object, empty for an axis without details
         data.update(kind="check", ok=self.ok, exit_code=self.exit_code, headline=self.headline())
         return data
 

@@ -33,8 +33,9 @@ class LoadedModel:
 
     model: Any  # an nn.Module, or a callable runner for ONNX
     example_inputs: ModelInputs | None
-    spec: str
+    spec: str  # the MODEL spec, or a label such as "<Linear object>" for an in-memory model
     kind: Kind
+    in_memory: bool = False  # True: no spec a fresh process could load
 
     @property
     def hookable(self) -> bool:

@@ -11,17 +11,17 @@ from samebits.models.spec import LoadedModel, load_model
 
 def as_loaded(model_or_spec: Any) -> LoadedModel:
     """A spec is loaded; a :class:`LoadedModel` is kept; any other object (an ``nn.Module``, a
-    callable) is wrapped, with a spec ``<Type object>`` that :func:`spec_of` treats as none."""
+    callable) is wrapped as an in-memory model labelled ``<Type object>``."""
     if isinstance(model_or_spec, str):
         return load_model(model_or_spec)
     if isinstance(model_or_spec, LoadedModel):
         return model_or_spec
-    return LoadedModel(model_or_spec, None, f"<{type(model_or_spec).__name__} object>", "factory")
+    return LoadedModel(model_or_spec, None, f"<{type(model_or_spec).__name__} object>", "factory", in_memory=True)
 
 
 def spec_of(loaded: LoadedModel) -> str | None:
     """The MODEL spec a fresh process could load, or ``None`` for an in-memory model."""
-    return None if loaded.spec.startswith("<") else loaded.spec
+    return None if loaded.in_memory else loaded.spec
 
 
 def inputs_for(

@@ -42,15 +42,14 @@ def calibrate(
     candidates: list[int],
     *,
     seed: int = 0,
-    budget: float = 5.0,
 ) -> Invariance:
     """The one batch-invariance measurement (:func:`samebits.measure.invariance.measure_batch_invariance`:
     the sample at the first, middle and last position, and again with other neighbours) at each
     candidate size. A size is *stable* when all its rows agree; stable sizes whose rows agree
     with each other form a class. The largest class (then the one reaching the largest size) is
-    chosen. Sizes not measured within ``budget`` seconds, and sizes whose forward raised, are
-    never used."""
-    measured = measure_batch_invariance(forward, sample, candidates, seed=seed, budget=budget)
+    chosen. Every candidate is measured (no wall-clock cut-off: the same model on the same machine
+    always chooses the same sizes); sizes whose forward raised are never used."""
+    measured = measure_batch_invariance(forward, sample, candidates, seed=seed)
     classes = measured.groups(stable_only=True)
     groups = sorted(classes, key=lambda g: (len(g), max(g)), reverse=True)
     chosen = groups[0] if groups else []

@@ -264,24 +264,19 @@ class Predictor:
         if data is not None and {"scheme", "sizes", "measured", "seconds"} <= set(data):
             inv = Invariance(data["scheme"], data["sizes"], {**data["measured"], "cached": True}, data["seconds"])
         else:  # missing, or corrupt (then rebuilt, with a warning)
-            self._runner(candidates[0])  # build (or load) the artifact outside the time budget
+            self._runner(candidates[0])  # build (or load) the artifact before the calibration is timed
             inv = calibrate(
-                lambda batch: self._run_at(batch, batch_size_of(batch)),
-                self._sample,
-                candidates,
-                seed=self.seed,
-                budget=budget,
+                lambda batch: self._run_at(batch, batch_size_of(batch)), self._sample, candidates, seed=self.seed
             )
             if store.writable or not store.is_cache:
                 store.build_once(name, lambda tmp: tmp.write_text(json.dumps(inv.to_dict())), kind="calibration")
-        skipped = inv.measured.get("not_tried") or []
-        if skipped:
+        if "cached" not in inv.measured and inv.seconds > budget:
             costs = inv.measured.get("seconds_by_size") or {}
-            last = max((int(k) for k in costs), default=0)
+            top = max((int(k) for k in costs), default=0)
             note = (
-                f"calibration verified batch sizes up to {max(inv.sizes or [0])} of the {max(candidates)} asked within its {budget:g} s budget "
-                f"(size {last} took {float(costs.get(last, costs.get(str(last), 0.0))):.2f} s); larger batches run as several forwards: "
-                "pass a larger calibration_budget to measure more"
+                f"calibration measured every batch size up to {max(candidates)} in {inv.seconds:.1f} s, over its {budget:g} s budget "
+                f"(size {top} alone took {float(costs.get(top, costs.get(str(top), 0.0))):.2f} s); it is cached now, and a smaller "
+                "max_batch_size calibrates faster"
             )
             self.notes.append(note)
             warnings.warn(note, stacklevel=3)

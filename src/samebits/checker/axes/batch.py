@@ -10,7 +10,7 @@ import torch
 
 from samebits.checker.context import CheckContext, keys_for, op_origin, origin_from
 from samebits.tensors.compare import worst_verdict
-from samebits.checker.report import AxisResult, Difference
+from samebits.checker.report import AxisResult, BatchDetails, Difference
 from samebits.measure.batching import batch_size_of, random_neighbour, stack_samples, take_sample
 from samebits.measure.invariance import format_groups, measure_batch_invariance
 from samebits.measure.trace import first_divergence, plain_forward
@@ -64,15 +64,9 @@ def batch_axis(ctx: CheckContext) -> AxisResult:
     agreed = sum(1 for s in measured.measured if s.key == measured.at(1).key)
     result = AxisResult("batch", verdict, len(tried), agreed, difference=worst)
     position, neighbours = measured.position_matters, measured.neighbours_matter
-    result.details = {
-        "sizes": tried,
-        "groups": groups,
-        "groups_text": format_groups(groups, tried),
-        "position_matters": position,
-        "neighbours_matter": neighbours,
-        "errors": measured.errors,
-        "example_batch": n0,
-    }
+    result.details = BatchDetails(
+        tried, groups, format_groups(groups, tried), position, neighbours, measured.errors, n0
+    )
     if first_bad is not None and ctx.hookable and ctx.options.localize:
         gen = torch.Generator().manual_seed(ctx.options.seed + 2)
         others = [random_neighbour(sample, gen, dim) for _ in range(first_bad - 1)]
@@ -85,7 +79,7 @@ def batch_axis(ctx: CheckContext) -> AxisResult:
         kept_batch = ctx.forward(batch, keep=keep, rows=(first_bad, 0))[2]
         result.origin = origin_from(divergence, kept_alone, kept_batch, ctx.compare_flat)
         op_origin(ctx, result.origin, divergence, sample, batch, (1, 0), (first_bad, 0))
-        result.details["localized_at_size"] = first_bad
+        result.details.localized_at_size = first_bad
     if verdict == "identical":
         result.summary = f"a sample's output is identical alone and in batches of {', '.join(map(str, tried[1:]))}"
     else:

@@ -7,7 +7,7 @@ import time
 
 from samebits.checker.context import CheckContext, keys_for, origin_from
 from samebits.tensors.compare import worst_verdict
-from samebits.checker.report import AxisResult, Difference
+from samebits.checker.report import AxisResult, ChildRun, ChildrenDetails, Difference, Rerun
 from samebits.runtime.child import ENTRY as RUNTIME_ENTRY
 from samebits.measure.child import OUTPUT_KEY
 from samebits.measure.ops import first_op_difference
@@ -61,12 +61,13 @@ def _compare_children(ctx: CheckContext, axis: str, results: list[ChildResult]) 
             worst = Difference.from_comparison(result)
         verdict = worst_verdict((verdict, result.verdict))
     out = AxisResult(axis, verdict, len(results), agreed, difference=worst)
-    out.details = {"children": [{"label": r.label, "error": r.error, "seconds": round(r.seconds, 2)} for r in results]}
+    details = ChildrenDetails([ChildRun(r.label, r.error, round(r.seconds, 2)) for r in results])
+    out.details = details
     if errors:
         out.reason = "; ".join(f"{r.label}: {r.error}" for r in errors)
     if bad is None:
         return out, None
-    out.details["pair"] = [ref.label, bad.label]
+    details.pair = [ref.label, bad.label]
     if ctx.hookable and ctx.options.localize:
         out.origin = origin_from(first_divergence(ref.trace, bad.trace))  # type: ignore[arg-type]
     return out, (ref, bad)
@@ -133,11 +134,8 @@ def run_children_axes(ctx: CheckContext, names: list[str]) -> dict[str, AxisResu
                     [ChildJob(f"PYTHONHASHSEED=0 #{i}", {"PYTHONHASHSEED": "0"}) for i in range(len(jobs))]
                 )
                 again, _ = _compare_children(ctx, name, fixed)
-                results[name].details["fixed_hash_seed"] = {
-                    "verdict": again.verdict,
-                    "agreed": again.agreed,
-                    "runs": again.runs,
-                }
+                assert isinstance(results[name].details, ChildrenDetails)
+                results[name].details.fixed_hash_seed = Rerun(again.verdict, again.agreed, again.runs)
             if pair is not None:
                 ctx.progress(f"{name}: a second pass that keeps the tensors")
                 _with_growth(ctx, runner, results[name], pair, jobs)
@@ -152,5 +150,6 @@ def _summary(name: str, result: AxisResult) -> str:
         return result.reason
     if name == "process":
         return f"{result.agreed}/{result.runs} processes with different PYTHONHASHSEED agree"
-    counts = ", ".join(c["label"] for c in result.details["children"])
+    assert isinstance(result.details, ChildrenDetails)
+    counts = ", ".join(c.label for c in result.details.children)
     return f"{result.agreed}/{result.runs} thread counts ({counts}) agree"

@@ -13,7 +13,7 @@ from torch import nn
 
 from samebits.checker.context import CheckContext, keys_for, op_origin, origin_from
 from samebits.tensors.compare import worst_verdict
-from samebits.checker.report import AxisResult, Difference
+from samebits.checker.report import AxisResult, Difference, ModuleRef, RngUse, SeedDetails, StateDetails
 from samebits.determinism.rng import seed_rngs
 from samebits.measure.trace import first_divergence
 from samebits.tensors.digest import digest
@@ -124,7 +124,7 @@ def seed_axis(ctx: CheckContext) -> AxisResult:
     result = AxisResult("seed", verdict, len(outputs), agreed, difference=diff)
     seed_rngs(ctx.options.seed)
     rngs, modules = rng_consumers(ctx.model, lambda: ctx.forward())
-    result.details = {"rngs_consumed": rngs, "modules": [{"module": m, "type": t, "rngs": r} for m, t, r in modules]}
+    result.details = SeedDetails(rngs, [RngUse(m, t, r) for m, t, r in modules])
     if bad is not None and ctx.hookable and ctx.options.localize:
         result.origin = origin_from(first_divergence(traces[0], traces[bad]))
     if verdict == "identical":
@@ -161,7 +161,7 @@ def state_axis(ctx: CheckContext) -> AxisResult:
     owners = dict.fromkeys(n.rpartition(".")[0] or "<model>" for n in changed)
     types = {name or "<model>": type(m).__name__ for name, m in ctx.module.named_modules()}
     result = AxisResult("state", "diverged" if changed else "identical", 1, 0 if changed else 1)
-    result.details = {"changed": changed, "modules": [{"module": m, "type": types.get(m, "?")} for m in owners]}
+    result.details = StateDetails(changed, [ModuleRef(m, types.get(m, "?")) for m in owners])
     result.summary = (
         f"a forward changed {len(changed)} tensors of {', '.join(f'{m} ({types.get(m, chr(63))})' for m in owners)}"
         if changed
