@@ -68,3 +68,36 @@ def _seed_variable_kept():
 @pytest.fixture
 def cli():
     return run_cli
+
+
+def rewrite_golden(src: Path, dst: Path | None = None, *, edit_header=None, edit_tensors=None) -> Path:
+    """A copy of the golden ``src`` at ``dst`` (default: in place) with its header and/or tensors
+    edited by the given functions, everything else kept."""
+    import json
+
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    with safe_open(str(src), framework="pt") as f:
+        meta, tensors = f.metadata(), {k: f.get_tensor(k) for k in f.keys()}
+    header = json.loads(meta["samebits"])
+    if edit_header:
+        edit_header(header)
+    if edit_tensors:
+        edit_tensors(tensors)
+    target = dst or src
+    save_file(tensors, str(target), metadata={"samebits": json.dumps(header)})
+    return target
+
+
+def assert_record_then_verify_identical(spec: str, folder: Path) -> None:
+    """``samebits record`` then ``samebits verify`` in new processes: identical bits, exactly."""
+    import json
+
+    golden = folder / "golden.safetensors"
+    rec = run_cli("record", spec, "-o", str(golden))
+    assert rec.returncode == 0, rec.stderr
+    out = run_cli("verify", str(golden), spec, "--json", "-")
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["verdict"] == "identical" and report["policy"] == "exact"

@@ -7,14 +7,13 @@ from pathlib import Path
 import jsonschema
 import pytest
 import torch
-from safetensors import safe_open
 from safetensors.torch import save_file
 
 from samebits.golden import read_golden, record, verify
 from samebits.golden.format import GoldenError
 from samebits.errors import UserError
 
-from conftest import run_cli
+from conftest import rewrite_golden, run_cli
 
 MODELS = Path(__file__).with_name("golden_models.py")
 
@@ -24,16 +23,8 @@ def spec(name):
 
 
 def rewrite(path, edit_tensors=None, edit_header=None):
-    """Rewrite a golden with edited tensors and/or header, keeping everything else."""
-    with safe_open(str(path), framework="pt") as f:
-        meta = f.metadata()
-        tensors = {k: f.get_tensor(k) for k in f.keys()}
-    header = json.loads(meta["samebits"])
-    if edit_tensors:
-        edit_tensors(tensors)
-    if edit_header:
-        edit_header(header)
-    save_file(tensors, str(path), metadata={"samebits": json.dumps(header)})
+    """Rewrite a golden in place with edited tensors and/or header, keeping everything else."""
+    rewrite_golden(path, edit_header=edit_header, edit_tensors=edit_tensors)
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ detector. Verdicts are the ones measured on this project's machine (torch 2.13 C
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 from pathlib import Path
 
@@ -17,7 +16,7 @@ pytest.importorskip("transformers", reason="the real-model suite needs transform
 import samebits  # noqa: E402
 from samebits.runtime.backends import BackendUnavailable  # noqa: E402
 
-from conftest import run_cli  # noqa: E402
+from conftest import assert_record_then_verify_identical, run_cli  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 FACTORIES = HERE / "real_models.py"
@@ -195,13 +194,7 @@ def test_a_model_that_does_not_export_says_why(tmp_path):
 # -- goldens and the plugin --------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["gpt2", "t5", "detector"])
 def test_record_then_verify_in_a_new_process(tmp_path, name):
-    golden = tmp_path / f"{name}.safetensors"
-    rec = run_cli("record", spec(name), "-o", str(golden))
-    assert rec.returncode == 0, rec.stderr
-    out = run_cli("verify", str(golden), spec(name), "--json", "-")
-    assert out.returncode == 0, out.stderr
-    report = json.loads(out.stdout)
-    assert report["verdict"] == "identical" and report["policy"] == "exact"
+    assert_record_then_verify_identical(spec(name), tmp_path)
 
 
 def test_doctor_finds_grad_on_a_transformers_model():

@@ -24,7 +24,7 @@ import torch
 import samebits
 from samebits.runtime.cache import MARKER, ArtifactCache, CacheError
 
-from conftest import REPO, run_cli, scrubbed_env
+from conftest import REPO, rewrite_golden, run_cli, scrubbed_env
 
 MODELS = Path(__file__).with_name("reliability_models.py")
 
@@ -177,18 +177,7 @@ def golden(tmp_path_factory) -> Path:
 
 
 def rewrite(src: Path, dst: Path, edit_header=None, edit_tensors=None) -> Path:
-    from safetensors import safe_open
-    from safetensors.torch import save_file
-
-    with safe_open(str(src), framework="pt") as f:
-        meta, tensors = f.metadata(), {k: f.get_tensor(k) for k in f.keys()}
-    header = json.loads(meta["samebits"])
-    if edit_header:
-        edit_header(header)
-    if edit_tensors:
-        edit_tensors(tensors)
-    save_file(tensors, str(dst), metadata={"samebits": json.dumps(header)})
-    return dst
+    return rewrite_golden(src, dst, edit_header=edit_header, edit_tensors=edit_tensors)
 
 
 @pytest.mark.parametrize("stored", ["os:abort", "subprocess:call", f"{MODELS}:hang", "model.pt"])

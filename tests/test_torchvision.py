@@ -34,7 +34,7 @@ import torch  # noqa: E402
 
 import samebits  # noqa: E402
 
-from conftest import run_cli, scrubbed_env  # noqa: E402
+from conftest import assert_record_then_verify_identical, run_cli, scrubbed_env  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 FACTORIES = HERE / "tv_models.py"
@@ -250,13 +250,7 @@ def test_onnxruntime_on_a_detector_says_why_in_one_line(tmp_path):
 # -- goldens -----------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", MODELS)
 def test_record_then_verify_in_a_new_process(tmp_path, name):
-    golden = tmp_path / f"{name}.safetensors"
-    rec = run_cli("record", spec(name), "-o", str(golden))
-    assert rec.returncode == 0, rec.stderr
-    out = run_cli("verify", str(golden), spec(name), "--json", "-")
-    assert out.returncode == 0, out.stderr
-    report = json.loads(out.stdout)
-    assert report["verdict"] == "identical" and report["policy"] == "exact"
+    assert_record_then_verify_identical(spec(name), tmp_path)
 
 
 def test_verify_at_another_thread_count_is_not_identical(tmp_path):
