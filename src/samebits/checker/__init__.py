@@ -1,7 +1,26 @@
-"""``samebits check``: run a model under every variation that changes bits, find where and why."""
+"""``samebits check``: run a model under every variation that changes bits, find where and why.
 
-from samebits.checker.context import CheckOptions
-from samebits.checker.report import AXES, AxisResult, Cause, CheckReport, Origin
-from samebits.checker.run import check
+Names are imported on first use, so ``samebits.checker.options`` (the defaults the CLI shows)
+does not import torch."""
 
-__all__ = ["AXES", "AxisResult", "Cause", "CheckOptions", "CheckReport", "Origin", "check"]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "CheckOptions": "samebits.checker.options",
+    "AXES": "samebits.checker.report",
+    "AxisResult": "samebits.checker.report",
+    "Cause": "samebits.checker.report",
+    "CheckReport": "samebits.checker.report",
+    "Origin": "samebits.checker.report",
+    "check": "samebits.checker.run",
+}
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'samebits.checker' has no attribute {name!r}")

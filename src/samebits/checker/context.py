@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Callable
 from typing import Any
 
-import torch
 
+from samebits.checker.options import CheckOptions
 from samebits.checker.report import Difference, Growth, Origin
 from samebits.models.inputs import ModelInputs
 from samebits.measure.trace import Divergence, Trace, traced_forward
@@ -17,32 +16,6 @@ from samebits.tensors.tree import flatten
 
 # Growth is reported for the origin and at most this many later module calls.
 GROWTH_MODULES = 6
-
-
-@dataclasses.dataclass
-class CheckOptions:
-    """The knobs of ``samebits check`` (see its ``--help``)."""
-
-    axes: tuple[str, ...] = ("repeat", "seed", "state", "process", "threads", "batch")
-    runs: int = 3
-    processes: int = 2
-    threads: tuple[int, ...] | None = None  # None: 1 and the default thread count
-    batch_sizes: tuple[int, ...] = (1, 2, 3, 4, 7, 8, 16, 32)
-    batch_dim: int = 0
-    atol: float = 0.0
-    rtol: float = 0.0
-    seed: int = 0
-    device: str = "cpu"
-    dtype: str | None = None
-    timeout: float = 120.0
-    localize: bool = True
-    runtime: str | None = None  # "predictor" or "predictor:BACKEND": run the axes through a Predictor
-
-    def thread_counts(self) -> tuple[int, ...]:
-        if self.threads:
-            return tuple(dict.fromkeys(self.threads))
-        default = torch.get_num_threads()
-        return tuple(dict.fromkeys((1, default, os.cpu_count() or default)))
 
 
 @dataclasses.dataclass

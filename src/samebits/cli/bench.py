@@ -31,9 +31,7 @@ def bench_command(
     timeout: float = typer.Option(
         120.0, "--timeout", help="Seconds a forward may go without progress before the bench ends (exit 2)."
     ),
-    json_path: Optional[str] = typer.Option(
-        None, "--json", metavar="PATH", help="Also write the report as JSON ('-' for stdout)."
-    ),
+    json_path: Optional[str] = opts.JsonOpt,
 ) -> None:
     """Measure every way to run MODEL side by side, with their bits.
 

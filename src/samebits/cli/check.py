@@ -9,8 +9,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from samebits.checker.options import CheckOptions
 from samebits.cli import inputs as opts
 from samebits.cli.output import consoles, write_json
+
+D = CheckOptions()  # the library's defaults, declared once
 
 STYLE = {"identical": "green", "close": "yellow", "diverged": "bold red", "skipped": "dim", "error": "magenta"}
 
@@ -21,19 +24,25 @@ def check_command(
     input_shape: Optional[list[str]] = opts.ShapeOpt,
     dtype: Optional[list[str]] = opts.DtypeOpt,
     int_range: Optional[str] = opts.IntRangeOpt,
-    axes: str = typer.Option("repeat,seed,state,process,threads,batch", "--axes", help="Axes to run, comma-separated."),
-    runs: int = typer.Option(3, "--runs", help="Runs on the repeat and seed axes."),
-    processes: int = typer.Option(2, "--processes", help="Fresh processes on the process axis."),
+    axes: str = typer.Option(",".join(D.axes), "--axes", help="Axes to run, comma-separated."),
+    runs: int = typer.Option(D.runs, "--runs", help="Runs on the repeat and seed axes."),
+    processes: int = typer.Option(D.processes, "--processes", help="Fresh processes on the process axis."),
     threads: Optional[str] = typer.Option(
         None, "--threads", metavar="1,N", help="Thread counts on the threads axis [default: 1 and this machine's]."
     ),
-    batch_sizes: str = typer.Option("1,2,3,4,7,8,16,32", "--batch-sizes", help="Batch sizes on the batch axis."),
-    batch_dim: int = typer.Option(0, "--batch-dim", help="The batch dimension of the inputs."),
+    batch_sizes: str = typer.Option(
+        ",".join(map(str, D.batch_sizes)), "--batch-sizes", help="Batch sizes on the batch axis."
+    ),
+    batch_dim: int = typer.Option(D.batch_dim, "--batch-dim", help="The batch dimension of the inputs."),
     atol: Optional[float] = typer.Option(None, "--atol", help="Absolute tolerance (with --rtol); default: bits."),
     rtol: Optional[float] = typer.Option(None, "--rtol", help="Relative tolerance (with --atol); default: bits."),
-    seed: int = typer.Option(0, "--seed", help="Seed for the runs and for random inputs."),
-    device: str = typer.Option("cpu", "--device", help="cpu or cuda."),
-    timeout: float = typer.Option(120.0, "--timeout", help="Seconds each child process may take."),
+    seed: int = typer.Option(D.seed, "--seed", help="Seed for the runs and for random inputs."),
+    device: str = opts.DeviceOpt,
+    timeout: float = typer.Option(
+        D.timeout,
+        "--timeout",
+        help="Seconds a forward (and each child process) may go without progress; exit 2 past it.",
+    ),
     no_localize: bool = typer.Option(False, "--no-localize", help="Skip finding the first divergent module."),
     runtime: Optional[str] = typer.Option(
         None,
@@ -41,9 +50,7 @@ def check_command(
         metavar="predictor[:BACKEND]",
         help="Run the axes through a samebits.Predictor, to see a fix work.",
     ),
-    json_path: Optional[str] = typer.Option(
-        None, "--json", metavar="PATH", help="Also write the report as JSON ('-' for stdout)."
-    ),
+    json_path: Optional[str] = opts.JsonOpt,
 ) -> None:
     """Run MODEL under every variation that changes bits, and say where and why.
 

@@ -11,6 +11,9 @@ from rich.table import Table
 
 from samebits.cli import inputs as opts
 from samebits.cli.output import consoles, write_json
+from samebits.diagnosis.options import DoctorOptions
+
+D = DoctorOptions()  # the library's defaults, declared once
 
 STYLE = {
     "error": "bold red",
@@ -28,24 +31,28 @@ def doctor_command(
     input_shape: Optional[list[str]] = opts.ShapeOpt,
     dtype: Optional[list[str]] = opts.DtypeOpt,
     int_range: Optional[str] = opts.IntRangeOpt,
-    device: str = typer.Option("cpu", "--device", help="cpu or cuda."),
-    iterations: int = typer.Option(50, "--iterations", help="Forwards of the memory probe (each in a fresh process)."),
+    device: str = opts.DeviceOpt,
+    iterations: int = typer.Option(
+        D.iterations, "--iterations", help="Forwards of the memory probe (each in a fresh process)."
+    ),
     memory_cap: Optional[float] = typer.Option(
         None,
         "--memory-cap",
         metavar="MB",
         help="Stop the memory probe once it grew this much [default: a quarter of RAM, at most 2048].",
     ),
-    batch: int = typer.Option(32, "--batch", help="Batch size of the throughput and batch-variance probes."),
+    batch: int = typer.Option(D.batch, "--batch", help="Batch size of the throughput and batch-variance probes."),
     backends: str = typer.Option(
-        "torchscript,onnxruntime,compile",
+        ",".join(D.backends),
         "--backends",
         help="Backends to try against eager (comma-separated; '' for none).",
     ),
-    timeout: float = typer.Option(180.0, "--timeout", help="Seconds each child process may take."),
-    json_path: Optional[str] = typer.Option(
-        None, "--json", metavar="PATH", help="Also write the report as JSON ('-' for stdout)."
+    timeout: float = typer.Option(
+        D.timeout,
+        "--timeout",
+        help="Seconds a forward (and each child process) may go without progress; exit 2 past it.",
     ),
+    json_path: Optional[str] = opts.JsonOpt,
 ) -> None:
     """Run MODEL as it is and measure its production mistakes.
 

@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
+from samebits.cli import inputs as opts
 from samebits.cli.output import consoles, write_json
 from samebits.errors import UserError
 
@@ -37,9 +38,7 @@ def env_command(
     diff: Optional[str] = typer.Option(
         None, "--diff", metavar="A.json", help="Compare fingerprint A with B (or with this machine)."
     ),
-    json_path: Optional[str] = typer.Option(
-        None, "--json", metavar="PATH", help="Also write the report as JSON ('-' for stdout)."
-    ),
+    json_path: Optional[str] = opts.JsonOpt,
     devices: bool = typer.Option(
         True, "--devices/--no-devices", help="List CUDA devices (initialises CUDA where present)."
     ),

@@ -21,6 +21,8 @@ DtypeOpt = typer.Option(
     metavar="D",
     help="A float dtype casts the model and its float inputs; with --input-shape, the dtype of the random inputs (once, or once per shape).",
 )
+JsonOpt = typer.Option(None, "--json", metavar="PATH", help="Also write the report as JSON ('-' for stdout).")
+DeviceOpt = typer.Option("cpu", "--device", help="cpu, cuda, cuda:N or mps.")
 IntRangeOpt = typer.Option(
     None, "--int-range", metavar="LOW,HIGH", help="Range of integer --input-shape inputs (token ids), HIGH exclusive."
 )

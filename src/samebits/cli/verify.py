@@ -9,6 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from samebits.cli import inputs as opts
 from samebits.cli.output import consoles, write_json
 
 STYLE = {"identical": "green", "close": "yellow", "diverged": "bold red"}
@@ -24,9 +25,7 @@ def verify_command(
     exact: bool = typer.Option(False, "--exact", help="Require identical bits, whatever the machine."),
     atol: Optional[float] = typer.Option(None, "--atol", help="Absolute tolerance (with --rtol)."),
     rtol: Optional[float] = typer.Option(None, "--rtol", help="Relative tolerance (with --atol)."),
-    json_path: Optional[str] = typer.Option(
-        None, "--json", metavar="PATH", help="Also write the report as JSON ('-' for stdout)."
-    ),
+    json_path: Optional[str] = opts.JsonOpt,
 ) -> None:
     """Re-run a golden's model and say what changed, by how much, and why.
 

@@ -8,12 +8,13 @@ from typing import Any, Callable
 
 import torch
 
+from samebits.diagnosis.options import DoctorOptions
 from samebits.errors import first_line
 from samebits.models.inputs import ModelInputs
 from samebits.runtime.backends import BackendUnavailable, build
 from samebits.tensors.compare import compare
 
-BACKENDS = ("torchscript", "onnxruntime", "compile")
+BACKENDS = DoctorOptions.backends  # the backends doctor knows how to try
 
 
 def try_backends(

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from samebits.diagnosis.backends import BACKENDS, try_backends
+from samebits.diagnosis.options import DoctorOptions
 from samebits.diagnosis.report import DoctorFinding, DoctorReport, ProbeStatus
 from samebits.errors import UserError, first_line
 from samebits.rules import BY_CODE
@@ -274,17 +275,20 @@ class _Doctor:
         return "; ".join(parts)
 
 
+_D = DoctorOptions()  # the defaults, declared once and shown in the signature
+
+
 def doctor(
     model_or_spec: Any,
     inputs: Any = None,
     *,
-    device: str = "cpu",
-    iterations: int = 50,
-    memory_cap_mb: float | None = None,
-    batch: int = 32,
-    backends: tuple[str, ...] = BACKENDS,
-    timeout: float = 180.0,
-    budget: float = 2.0,
+    device: str = _D.device,
+    iterations: int = _D.iterations,
+    memory_cap_mb: float | None = _D.memory_cap_mb,
+    batch: int = _D.batch,
+    backends: tuple[str, ...] = _D.backends,
+    timeout: float = _D.timeout,
+    budget: float = _D.budget,
     progress: Callable[[str], None] | None = None,
 ) -> DoctorReport:
     """Run the model as it is and measure: training mode, grad, memory growth (in child
