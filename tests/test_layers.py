@@ -20,7 +20,7 @@ LAYERS: list[set[str]] = [
     {"tensors", "fingerprint"},
     {"determinism"},
     {"deadline", "files", "__init__"},
-    {"errors", "_version"},
+    {"errors", "_version", "_lazy"},
 ]
 LAYER_OF = {name: i for i, layer in enumerate(LAYERS) for name in layer}
 

@@ -6,9 +6,7 @@ CLI's ``--help`` do not pay for importing torch.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
+from samebits._lazy import lazy_getattr
 from samebits._version import __version__
 
 _EXPORTS = {
@@ -42,12 +40,7 @@ _EXPORTS = {
 __all__ = ["__version__", *_EXPORTS]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        value = getattr(importlib.import_module(_EXPORTS[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'samebits' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _EXPORTS)
 
 
 def __dir__() -> list[str]:

@@ -5,8 +5,7 @@ does not import torch."""
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from samebits._lazy import lazy_getattr
 
 _EXPORTS = {
     "DoctorOptions": "samebits.diagnosis.options",
@@ -17,8 +16,4 @@ _EXPORTS = {
 }
 __all__ = list(_EXPORTS)
 
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(_EXPORTS[name]), name)
-    raise AttributeError(f"module 'samebits.diagnosis' has no attribute {name!r}")
+__getattr__ = lazy_getattr(__name__, _EXPORTS)
