@@ -207,9 +207,9 @@ class _Doctor:
             raise Skipped(f"outputs cannot be split per sample: {exc}") from None
         if measured.at(1).error or len(measured.measured) < 2:
             raise RuntimeError("; ".join(measured.errors) or "no batch size could run")
-        if not measured.differs:
-            return f"a sample's output is identical alone and in batches of {', '.join(str(s.size) for s in measured.measured[1:])}"
         result_summary = measured.summary()
+        if not measured.differs:
+            return result_summary
         self.findings.append(
             _finding(
                 "SB152",

@@ -91,8 +91,11 @@ class BatchInvariance:
         return any(k != alone for s in self.measured for k in s.keys.values())
 
     def summary(self) -> str:
-        """``batch sizes that agree bit for bit: {1} {2,3} {4..32}; position matters at 7``."""
+        """``batch sizes that agree bit for bit: {1} {2,3} {4..32}; position matters at 7``, or
+        that the sample's output is identical alone and in every batch measured."""
         sizes = [s.size for s in self.measured]
+        if not self.differs:
+            return f"a sample's output is identical alone and in batches of {', '.join(map(str, sizes[1:]))}"
         text = f"batch sizes that agree bit for bit: {format_groups(self.groups(), sizes)}"
         if self.position_matters:
             text += f"; position matters at {', '.join(map(str, self.position_matters))}"

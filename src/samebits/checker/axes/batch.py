@@ -80,10 +80,7 @@ def batch_axis(ctx: CheckContext) -> AxisResult:
         result.origin = origin_from(divergence, kept_alone, kept_batch, ctx.compare_flat)
         op_origin(ctx, result.origin, divergence, sample, batch, (1, 0), (first_bad, 0))
         result.details.localized_at_size = first_bad
-    if verdict == "identical":
-        result.summary = f"a sample's output is identical alone and in batches of {', '.join(map(str, tried[1:]))}"
-    else:
-        result.summary = measured.summary()
+    result.summary = measured.summary()
     if measured.errors:
         result.reason = "; ".join(measured.errors)
     result.seconds = time.monotonic() - start
