@@ -83,6 +83,14 @@ def test_batch_verdict_and_origin_as_measured(reports, name):
         assert batch.details.groups_text == groups and batch.origin.module == origin
 
 
+@pytest.mark.parametrize("name", [*TRANSFORMERS, "detector"])
+def test_check_finds_what_the_baseline_found(reports, name):
+    # tests/baselines/check.json: what an earlier check found on the same model (see test_check_baseline)
+    from test_check_baseline import expected, found
+
+    assert found(reports(name)) == expected(f"real_models:{name}")
+
+
 def test_a_difference_in_the_cache_is_named_by_its_layer():
     model, inputs = real_models.gpt2()
     with torch.no_grad():
