@@ -12,6 +12,7 @@ from torch import nn
 from samebits.checker import check
 from samebits.checker.axes.batch import format_groups
 from samebits.errors import UserError
+from samebits.measure.threads import in_process_reason
 
 from conftest import run_cli
 
@@ -118,13 +119,25 @@ def test_in_memory_model_of_a_local_class_skips_the_child_axes_with_a_hint():
         def forward(self, x):
             return x * 2
 
-    report = check(Local(), torch.ones(2, 3), axes=("process", "threads"))
-    for axis in report.axes:
-        assert axis.verdict == "skipped"
-        assert "defined inside a function" in axis.reason and "pass a MODEL spec" in axis.reason
+    report = check(Local(), torch.ones(2, 3), axes=("process",))
+    process = report.axis("process")
+    assert process.verdict == "skipped"
+    assert "defined inside a function" in process.reason and "pass a MODEL spec" in process.reason
     assert report.exit_code == 2 and report.headline().startswith(
         "Nothing was checked: every axis was skipped"
     )  # nothing ran
+
+
+@pytest.mark.skipif(in_process_reason(None) is not None, reason="this torch's threads axis needs fresh processes")
+def test_the_threads_axis_runs_in_this_process_where_set_num_threads_governs_every_pool():
+    class Local(nn.Module):  # a class no child process could import
+        def forward(self, x):
+            return x * 2
+
+    report = check(Local(), torch.ones(2, 3), axes=("threads",), threads=(1, 2))
+    threads = report.axis("threads")
+    assert threads.verdict == "identical" and threads.details.in_process
+    assert [c.label for c in threads.details.children] == ["1 thread", "2 threads"]
 
 
 def test_in_memory_model_is_shipped_to_children():

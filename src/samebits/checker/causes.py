@@ -139,7 +139,7 @@ def diagnose(results: dict[str, AxisResult], model: Any, rerun: Callable[[str, s
                 "thread-count",
                 "threads",
                 f"the output depends on the intra-op thread count{where}",
-                f"fresh processes with {', '.join(c.label for c in thread_details.children) if thread_details else 'other thread counts'} give other bits",
+                f"{'forwards in this process' if thread_details and thread_details.in_process else 'fresh processes'} with {', '.join(c.label for c in thread_details.children) if thread_details else 'other thread counts'} give other bits",
                 "fix the thread count: `samebits run --threads N -- ...` or samebits.deterministic(threads=N)",
             )
         )

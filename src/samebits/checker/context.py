@@ -10,7 +10,7 @@ from typing import Any
 from samebits.checker.options import CheckOptions
 from samebits.checker.report import Difference, Growth, Origin
 from samebits.models.inputs import ModelInputs
-from samebits.measure.trace import Divergence, Trace, traced_forward
+from samebits.measure.trace import Divergence, Trace, digested_forward, traced_forward
 from samebits.tensors.compare import TreeComparison, compare_trees
 from samebits.tensors.tree import flatten
 
@@ -41,10 +41,20 @@ class CheckContext:
         """Like :meth:`compare`, for outputs already flattened to ``{path: leaf}``."""
         return compare_trees(a, b, atol=self.options.atol, rtol=self.options.rtol)
 
-    def forward(
+    def forward(self, inputs: ModelInputs | None = None) -> tuple[Any, Trace]:
+        """One forward without hooks: the output and its digests (every axis measures with this)."""
+        return digested_forward(self.model, inputs or self.inputs)
+
+    def traced(
         self, inputs: ModelInputs | None = None, keep: set[str] | None = None, rows: tuple[int, int] | None = None
     ) -> tuple[Any, Trace, dict[str, Any]]:
+        """One forward with per-module digests (and the tensors of the calls in ``keep``): run only
+        to localise an axis that diverged."""
         return traced_forward(self.model, inputs or self.inputs, rows=rows, keep=keep if self.hookable else None)
+
+    @property
+    def localizes(self) -> bool:
+        return self.hookable and self.options.localize
 
 
 def origin_from(

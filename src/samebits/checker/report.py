@@ -7,6 +7,7 @@ import json
 from typing import Any, Literal
 
 from samebits.tensors.compare import TreeComparison
+from samebits.tensors.digest import RUN_DIGEST
 
 SCHEMA_VERSION = 1
 AxisVerdict = Literal["identical", "close", "diverged", "skipped", "error"]
@@ -113,11 +114,13 @@ class Rerun:
 
 @dataclasses.dataclass
 class ChildrenDetails:
-    """The process and threads axes: every child, the first pair that differs, the re-run."""
+    """The process and threads axes: every run (a child, or a thread count in this process), the
+    first pair that differs, the re-run."""
 
     children: list[ChildRun]
     pair: list[str] | None = None
     fixed_hash_seed: Rerun | None = None
+    in_process: bool = False  # the threads axis ran in this process (see measure/threads.py)
 
 
 @dataclasses.dataclass
@@ -178,6 +181,7 @@ class CheckReport:
     localization: str | None = None  # why module localisation is unavailable, if it is
     seconds: float = 0.0
     schema_version: int = SCHEMA_VERSION
+    digest: str = RUN_DIGEST  # the algorithm of every digest compared in this run (tensors/digest.py)
 
     def axis(self, name: str) -> AxisResult:
         for result in self.axes:

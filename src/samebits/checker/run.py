@@ -10,8 +10,9 @@ from typing import Any
 import torch
 
 from samebits.checker.axes.batch import batch_axis
-from samebits.checker.axes.children import run_children_axes
+from samebits.checker.axes.children import ChildAxes
 from samebits.checker.axes.in_process import repeat_axis, seed_axis, state_axis
+from samebits.checker.axes.threads import threads_axis
 from samebits.checker.causes import diagnose
 from samebits.checker.context import CheckContext, CheckOptions
 from samebits.checker.report import AXES, AxisResult, CheckReport
@@ -21,8 +22,15 @@ from samebits.fingerprint import Fingerprint
 from samebits.models.target import as_loaded, inputs_for, spec_of
 from samebits.measure.guard import check_forward, describe_inputs, model_state_kept, torch_env_kept
 from samebits.measure.prepare import check_device, prepare
+from samebits.measure.threads import in_process_reason
 
-IN_PROCESS = {"repeat": repeat_axis, "seed": seed_axis, "state": state_axis, "batch": batch_axis}
+IN_PROCESS = {
+    "repeat": repeat_axis,
+    "seed": seed_axis,
+    "state": state_axis,
+    "threads": threads_axis,
+    "batch": batch_axis,
+}
 
 
 def _validate(options: CheckOptions) -> None:
@@ -135,17 +143,20 @@ def check(
             stack.callback(predictor.close)
         check_forward(model, model_inputs, need_tensor=True)
         reset()
-        for axis in [a for a in AXES if a in opts.axes and a in IN_PROCESS]:
+        # Fresh interpreters only for what is fixed at start-up: the hash seed, and the thread
+        # count where set_num_threads cannot change it here. They start first and import torch
+        # and load the model while the in-process axes run.
+        in_children = [a for a in ("process", "threads") if a in opts.axes]
+        if "threads" in in_children and in_process_reason(opts.runtime) is None:
+            in_children.remove("threads")
+        children = stack.enter_context(ChildAxes(ctx, in_children))
+        if in_children:
+            children.start()
+        for axis in [a for a in AXES if a in opts.axes and a in IN_PROCESS and a not in in_children]:
             say(f"axis {axis}")
             results[axis] = _safe(axis, IN_PROCESS[axis], ctx)
             reset()
-        children = [a for a in ("process", "threads") if a in opts.axes]
-        if children:
-            say("axes " + " and ".join(children))
-            try:
-                results.update(run_children_axes(ctx, children))
-            except Exception as exc:
-                results.update({a: AxisResult(a, "error", reason=f"{type(exc).__name__}: {exc}") for a in children})
+        results.update(children.finish())
 
         def rerun(axis: str, condition: str) -> AxisResult:
             say(f"re-running {axis} with {'model.eval()' if condition == 'eval' else 'samebits.deterministic()'}")

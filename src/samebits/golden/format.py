@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from samebits.errors import UserError, first_line
+from samebits.tensors.digest import ALGORITHMS
 from samebits.files import atomic_write
 from samebits.tensors import tree
 
@@ -132,6 +133,10 @@ def _check_types(p: Path, header: dict[str, Any]) -> None:
         isinstance(m, dict) and {"name", "type", "call", "inputs", "outputs"} <= set(m) for m in header.get("trace", [])
     ):
         raise GoldenError(f"'{p}': the golden header's trace is malformed; the file is damaged")
+    if header.get("digest", "sha256") not in ALGORITHMS:
+        raise GoldenError(
+            f"'{p}': the golden's digests are {header['digest']!r}; this samebits knows {', '.join(ALGORITHMS)}"
+        )
 
 
 def read_golden(path: str | Path) -> Golden:

@@ -13,7 +13,7 @@ from samebits.fingerprint import Fingerprint
 from samebits.golden.format import SCHEMA_VERSION, inputs_skeleton, tensor_name, write_golden
 from samebits.models import LoadedModel, ModelInputs
 from samebits.models.target import as_loaded, inputs_for, spec_of
-from samebits.tensors.digest import digest_tree
+from samebits.tensors.digest import FILE_DIGEST, Algorithm, digest_tree
 from samebits.tensors.tree import flatten
 
 _FILE_SUFFIXES = (".py", ".pt", ".pth", ".ts", ".jit", ".pt2", ".onnx")
@@ -49,8 +49,10 @@ def _values(leaves: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def run_profiled(model: Any, inputs: ModelInputs, profile: dict[str, Any]) -> tuple[Any, Any]:
-    """One traced forward under the recorded profile: (output, trace)."""
+def run_profiled(
+    model: Any, inputs: ModelInputs, profile: dict[str, Any], algorithm: Algorithm = FILE_DIGEST
+) -> tuple[Any, Any]:
+    """One traced forward under the recorded profile: (output, trace of ``algorithm`` digests)."""
     from samebits.determinism import deterministic, isolate_rng
     from samebits.measure.trace import traced_forward
 
@@ -60,7 +62,7 @@ def run_profiled(model: Any, inputs: ModelInputs, profile: dict[str, Any]) -> tu
         else isolate_rng()
     )
     with context:
-        output, trace, _ = traced_forward(model, inputs)
+        output, trace, _ = traced_forward(model, inputs, algorithm=algorithm)
     return output, trace
 
 
@@ -86,7 +88,8 @@ def build_golden(
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "fingerprint": fingerprint,
         "profile": profile,
-        "digests": digest_tree(output),
+        "digest": FILE_DIGEST,  # of digests and trace; a golden without it is sha256
+        "digests": digest_tree(output, FILE_DIGEST),
         "trace": trace.to_dict()["modules"],
         "output_paths": list(leaves),
         "output_values": _values(leaves),

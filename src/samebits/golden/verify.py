@@ -105,7 +105,8 @@ def verify(
     policy = choose_policy(changes, unreadable, exact=exact, atol=atol, rtol=rtol)
     loaded = _model_for(golden, golden_path, model_or_spec, announce or (lambda message: None))
     try:
-        output, trace = run_profiled(loaded.model, golden.inputs(), golden.header["profile"])
+        algorithm = golden.header.get("digest", "sha256")
+        output, trace = run_profiled(loaded.model, golden.inputs(), golden.header["profile"], algorithm)
     except UserError:
         raise
     except Exception as exc:
@@ -121,6 +122,7 @@ def verify(
                 ModuleCall(**{f: m[f] for f in ("name", "type", "call", "inputs", "outputs")})
                 for m in golden.header["trace"]
             ],
+            algorithm,
         )
         divergence = first_divergence(recorded, trace)
         if divergence is not None:

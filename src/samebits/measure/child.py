@@ -29,16 +29,20 @@ Task = Callable[[Any, Any, dict], dict]
 
 
 def trace_task(model: Any, inputs: Any, job: dict) -> dict:
-    """One traced forward: output digests, per-module digests, the kept tensors in a file."""
+    """One forward: output digests (and, with ``hooks`` or ``keep``, per-module digests), the
+    output tensors and the kept ones in a file."""
     import torch
     from safetensors.torch import save_file
 
     from samebits.determinism.rng import seed_rngs
-    from samebits.measure.trace import traced_forward
+    from samebits.measure.trace import digested_forward, traced_forward
     from samebits.tensors.tree import flatten
 
     keep = set(job.get("keep") or [])
-    output, trace, kept = traced_forward(model, inputs, keep=keep)
+    if job.get("hooks") or keep:
+        output, trace, kept = traced_forward(model, inputs, keep=keep)
+    else:
+        (output, trace), kept = digested_forward(model, inputs), {}
     kept[OUTPUT_KEY] = {p: t for p, t in flatten(output).items() if isinstance(t, torch.Tensor)}
     tensors = {
         f"{key}|{path}": t.detach().cpu().contiguous()

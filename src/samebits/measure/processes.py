@@ -57,7 +57,8 @@ class ChildJob:
     threads: int | None = None
     keep: list[str] | None = None
     ops: tuple[str, int] | None = None  # (module, call): also record op digests inside it
-    task: str = "trace"  # or "memory" (see probe/memory.py)
+    hooks: bool = False  # per-module digests too (only to localise a divergence)
+    task: str = "trace"  # or "memory" (see measure/memory.py)
     params: dict[str, Any] | None = None
 
 
@@ -84,6 +85,16 @@ def unshippable_reason(model: Any) -> str | None:
         if "<locals>" in cls.__qualname__:
             return f"class {cls.__qualname__} is defined inside a function, which a child process cannot import"
     return None
+
+
+@dataclasses.dataclass
+class Pending:
+    """Jobs submitted to a :class:`ChildRunner`: still queued, running, and done."""
+
+    queue: list[tuple[int, ChildJob]]
+    parallel: int
+    running: list[tuple[int, ChildJob, subprocess.Popen[bytes], float, Path]] = dataclasses.field(default_factory=list)
+    results: dict[int, ChildResult] = dataclasses.field(default_factory=dict)
 
 
 class ChildRunner:
@@ -131,34 +142,53 @@ class ChildRunner:
 
     def run(self, jobs: list[ChildJob], parallel: int | None = None) -> list[ChildResult]:
         """Run ``jobs`` (at most ``parallel`` at once); each result carries its trace or its error."""
-        parallel = parallel or max(1, min(len(jobs), os.cpu_count() or 1))
-        results: dict[int, ChildResult] = {}
-        queue = list(enumerate(jobs))
-        running: list[tuple[int, ChildJob, subprocess.Popen[bytes], float, Path]] = []
-        # Children start at once up to ``parallel``; bits do not depend on how busy the machine is.
-        # Each has its own timeout, so the parent's watchdog rests meanwhile; an interrupt or a
-        # signal to the parent kills the children still running.
+        return self.collect(self.submit(jobs, parallel))
+
+    def submit(self, jobs: list[ChildJob], parallel: int | None = None) -> Pending:
+        """Start ``jobs`` (the first ``parallel`` of them now) and return at once; :meth:`collect`
+        waits for them. Work done in between runs while the children import and load."""
+        pending = Pending(list(enumerate(jobs)), parallel or max(1, min(len(jobs), os.cpu_count() or 1)))
+        try:
+            self._fill(pending)
+        except BaseException:
+            self.kill(pending)
+            raise
+        return pending
+
+    def _fill(self, pending: Pending) -> None:
+        while pending.queue and len(pending.running) < pending.parallel:
+            i, job = pending.queue.pop(0)
+            pending.running.append((i, job, *self._start(i, job)))
+
+    def collect(self, pending: Pending) -> list[ChildResult]:
+        """Wait for every job of ``pending``; results in the order the jobs were given."""
+        # Bits do not depend on how busy the machine is. Each child has its own timeout (counted
+        # from its start), so the parent's watchdog rests meanwhile; an interrupt or a signal to
+        # the parent kills the children still running.
         with deadline.paused():
             try:
-                while queue or running:
-                    while queue and len(running) < parallel:
-                        i, job = queue.pop(0)
-                        running.append((i, job, *self._start(i, job)))
+                while pending.queue or pending.running:
+                    self._fill(pending)
                     time.sleep(0.02)
-                    for entry in list(running):
+                    for entry in list(pending.running):
                         i, job, proc, started, out = entry
                         elapsed = time.monotonic() - started
                         if proc.poll() is None and elapsed < self.timeout:
                             continue
-                        running.remove(entry)
-                        results[i] = self._collect(job, proc, elapsed, out)
+                        pending.running.remove(entry)
+                        pending.results[i] = self._collect(job, proc, elapsed, out)
             finally:
-                for _, _, proc, _, _ in running:
-                    with contextlib.suppress(OSError):
-                        os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
-                    _LIVE.discard(proc)
-        return [results[i] for i in range(len(jobs))]
+                self.kill(pending)
+        return [pending.results[i] for i in range(len(pending.results))]
+
+    @staticmethod
+    def kill(pending: Pending) -> None:
+        for _, _, proc, _, _ in pending.running:
+            with contextlib.suppress(OSError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            _LIVE.discard(proc)
+        pending.running.clear()
 
     def _start(self, i: int, job: ChildJob) -> tuple[subprocess.Popen[bytes], float, Path]:
         out = self.folder / f"child{i}-{time.monotonic_ns()}.json"
@@ -168,6 +198,7 @@ class ChildRunner:
             "threads": job.threads,
             "keep": job.keep,
             "ops": job.ops,
+            "hooks": job.hooks,
             "task": job.task,
             "params": job.params,
         }

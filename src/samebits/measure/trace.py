@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import weakref
 from collections.abc import Iterator
 from typing import Any
@@ -14,7 +13,7 @@ import torch
 from torch import nn
 
 from samebits.models.inputs import ModelInputs
-from samebits.tensors.digest import digest_tree, leaf_digest
+from samebits.tensors.digest import RUN_DIGEST, Algorithm, digest_tree, hasher, leaf_digest
 from samebits.tensors import tree
 from samebits.tensors.tree import flatten
 
@@ -41,17 +40,21 @@ class ModuleCall:
 
 @dataclasses.dataclass
 class Trace:
-    """Digests of one forward: each output path, and each module call in completion order."""
+    """Digests of one forward: each output path, and each module call in completion order (none
+    for a forward run without hooks), all of one digest ``algorithm``."""
 
     outputs: dict[str, str]
     modules: list[ModuleCall]
+    algorithm: Algorithm = RUN_DIGEST
 
     def to_dict(self) -> dict[str, Any]:
-        return {"outputs": self.outputs, "modules": [dataclasses.asdict(m) for m in self.modules]}
+        modules = [dataclasses.asdict(m) for m in self.modules]
+        return {"outputs": self.outputs, "modules": modules, "algorithm": self.algorithm}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Trace:
-        return cls(dict(data["outputs"]), [ModuleCall(**m) for m in data["modules"]])
+        modules = [ModuleCall(**m) for m in data["modules"]]
+        return cls(dict(data["outputs"]), modules, data.get("algorithm", "sha256"))
 
 
 def rows_of(obj: Any, rows: tuple[int, int] | None) -> Any:
@@ -77,16 +80,17 @@ class DigestCache:
     """Digests of the tensors seen in one forward, so that a module's input that is an earlier
     module's output (unchanged since: same ``_version``) is not hashed twice."""
 
-    def __init__(self) -> None:
+    def __init__(self, algorithm: Algorithm = RUN_DIGEST) -> None:
+        self.algorithm = algorithm
         self._seen: dict[int, tuple[weakref.ref[torch.Tensor], int, str]] = {}
 
     def digest(self, leaf: Any) -> str:
         if not isinstance(leaf, torch.Tensor):
-            return leaf_digest(leaf)
+            return leaf_digest(leaf, self.algorithm)
         hit = self._seen.get(id(leaf))
         if hit is not None and hit[0]() is leaf and hit[1] == leaf._version:
             return hit[2]
-        value = leaf_digest(leaf)
+        value = leaf_digest(leaf, self.algorithm)
         self._seen[id(leaf)] = (weakref.ref(leaf), leaf._version, value)
         return value
 
@@ -100,7 +104,7 @@ class DigestCache:
             leaves = flatten(rows_of(obj, rows))
         except tree.TreeError:  # a module's input or output the tree does not know: no digest
             return "unhashable"
-        h = hashlib.sha256()
+        h = hasher(self.algorithm)
         for path, leaf in leaves.items():
             h.update(f"{path}={self.digest(leaf)};".encode())
         return h.hexdigest()
@@ -108,7 +112,10 @@ class DigestCache:
 
 @contextlib.contextmanager
 def module_hooks(
-    model: Any, rows: tuple[int, int] | None = None, keep: set[str] | None = None
+    model: Any,
+    rows: tuple[int, int] | None = None,
+    keep: set[str] | None = None,
+    algorithm: Algorithm = RUN_DIGEST,
 ) -> Iterator[tuple[list[ModuleCall], dict[str, Any]]]:
     """Record every module call of ``model`` while the block runs.
 
@@ -120,7 +127,7 @@ def module_hooks(
     kept: dict[str, Any] = {}
     handles = []
     if isinstance(model, nn.Module) and not isinstance(model, torch.jit.ScriptModule):
-        cache = DigestCache()
+        cache = DigestCache(algorithm)
         counts: dict[str, int] = {}
         pending: dict[int, list[str]] = {}
 
@@ -157,17 +164,27 @@ def _detach(obj: Any) -> Any:
 
 
 def traced_forward(
-    model: Any, inputs: ModelInputs, rows: tuple[int, int] | None = None, keep: set[str] | None = None
+    model: Any,
+    inputs: ModelInputs,
+    rows: tuple[int, int] | None = None,
+    keep: set[str] | None = None,
+    algorithm: Algorithm = RUN_DIGEST,
 ) -> tuple[Any, Trace, dict[str, Any]]:
     """Run one forward under ``torch.no_grad()`` with hooks; return (output, trace, kept tensors)."""
-    with module_hooks(model, rows, keep) as (calls, kept), torch.no_grad():
+    with module_hooks(model, rows, keep, algorithm) as (calls, kept), torch.no_grad():
         output = inputs.call(model)
-    return output, Trace(digest_tree(rows_of(output, rows)), list(calls)), dict(kept)
+    return output, Trace(digest_tree(rows_of(output, rows), algorithm), list(calls), algorithm), dict(kept)
 
 
 def plain_forward(model: Any, inputs: ModelInputs) -> Any:
     with torch.no_grad():
         return inputs.call(model)
+
+
+def digested_forward(model: Any, inputs: ModelInputs, algorithm: Algorithm = RUN_DIGEST) -> tuple[Any, Trace]:
+    """One forward without hooks: the output and a trace of its output digests only."""
+    output = plain_forward(model, inputs)
+    return output, Trace(digest_tree(output, algorithm), [], algorithm)
 
 
 @dataclasses.dataclass
@@ -187,6 +204,8 @@ def first_divergence(a: Trace, b: Trace) -> Divergence | None:
     parent's own forward); the parent is then the first call with identical inputs that differs,
     found further up. ``None`` when no module output differs (or there are no module calls).
     """
+    if a.algorithm != b.algorithm:
+        raise ValueError(f"cannot compare a {a.algorithm} trace with a {b.algorithm} one")
     other = {m.key: m for m in b.modules}
     differing = [(i, m) for i, m in enumerate(a.modules) if m.key in other and other[m.key].outputs != m.outputs]
     if not differing:

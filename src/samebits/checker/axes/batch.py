@@ -67,16 +67,16 @@ def batch_axis(ctx: CheckContext) -> AxisResult:
     result.details = BatchDetails(
         tried, groups, format_groups(groups, tried), position, neighbours, measured.errors, n0
     )
-    if first_bad is not None and ctx.hookable and ctx.options.localize:
+    if first_bad is not None and ctx.localizes:
         gen = torch.Generator().manual_seed(ctx.options.seed + 2)
         others = [random_neighbour(sample, gen, dim) for _ in range(first_bad - 1)]
         batch = stack_samples([sample, *others], dim)
-        _, alone_trace, _ = ctx.forward(sample, rows=(1, 0))
-        _, batch_trace, _ = ctx.forward(batch, rows=(first_bad, 0))
+        _, alone_trace, _ = ctx.traced(sample, rows=(1, 0))
+        _, batch_trace, _ = ctx.traced(batch, rows=(first_bad, 0))
         divergence = first_divergence(alone_trace, batch_trace)
         keep = keys_for(divergence)
-        kept_alone = ctx.forward(sample, keep=keep, rows=(1, 0))[2]
-        kept_batch = ctx.forward(batch, keep=keep, rows=(first_bad, 0))[2]
+        kept_alone = ctx.traced(sample, keep=keep, rows=(1, 0))[2]
+        kept_batch = ctx.traced(batch, keep=keep, rows=(first_bad, 0))[2]
         result.origin = origin_from(divergence, kept_alone, kept_batch, ctx.compare_flat)
         op_origin(ctx, result.origin, divergence, sample, batch, (1, 0), (first_bad, 0))
         result.details.localized_at_size = first_bad

@@ -1,17 +1,21 @@
-"""Axes that need fresh interpreters: process (hash seeds) and threads."""
+"""Axes that need fresh interpreters: process (hash seeds), and threads where it cannot run in
+this process (measure/threads.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 
+from samebits.checker.axes.threads import skipped_single, thread_label, threads_summary
 from samebits.checker.context import CheckContext, keys_for, origin_from
 from samebits.tensors.compare import worst_verdict
 from samebits.checker.report import AxisResult, ChildRun, ChildrenDetails, Difference, Rerun
 from samebits.runtime.child import ENTRY as RUNTIME_ENTRY
 from samebits.measure.child import OUTPUT_KEY
 from samebits.measure.ops import first_op_difference
-from samebits.measure.processes import ChildJob, ChildResult, ChildRunner
+from samebits.errors import first_line
+from samebits.measure.processes import ChildJob, ChildResult, ChildRunner, Pending
 from samebits.measure.trace import first_divergence
 
 
@@ -25,9 +29,7 @@ def thread_jobs(ctx: CheckContext) -> list[ChildJob]:
     """One child per thread count, OMP/MKL set before start; one fixed hash seed for all."""
     return [
         ChildJob(
-            f"{n} thread{'s' if n > 1 else ''}",
-            {"PYTHONHASHSEED": "0", "OMP_NUM_THREADS": str(n), "MKL_NUM_THREADS": str(n)},
-            threads=n,
+            thread_label(n), {"PYTHONHASHSEED": "0", "OMP_NUM_THREADS": str(n), "MKL_NUM_THREADS": str(n)}, threads=n
         )
         for n in ctx.options.thread_counts()
     ]
@@ -68,81 +70,121 @@ def _compare_children(ctx: CheckContext, axis: str, results: list[ChildResult]) 
     if bad is None:
         return out, None
     details.pair = [ref.label, bad.label]
-    if ctx.hookable and ctx.options.localize:
-        out.origin = origin_from(first_divergence(ref.trace, bad.trace))  # type: ignore[arg-type]
     return out, (ref, bad)
 
 
-def _with_growth(ctx: CheckContext, runner: ChildRunner, result: AxisResult, pair: Pair, jobs: list[ChildJob]) -> None:
-    """Second pass: re-run the two children that differed, keeping the tensors along the way."""
-    divergence = first_divergence(pair[0].trace, pair[1].trace)  # type: ignore[arg-type]
-    if divergence is None or not ctx.hookable or not ctx.options.localize:
+def _localize(ctx: CheckContext, runner: ChildRunner, result: AxisResult, pair: Pair, jobs: list[ChildJob]) -> None:
+    """The two children that differed, again: first with hooks (where the difference starts),
+    then keeping the tensors and ops there."""
+    if not ctx.localizes:
         return
     by_label = {j.label: j for j in jobs}
+    first = [by_label[pair[0].label], by_label[pair[1].label]]
+    hooked = runner.run([dataclasses.replace(j, hooks=True) for j in first])
+    if any(r.trace is None for r in hooked):
+        return
+    divergence = first_divergence(hooked[0].trace, hooked[1].trace)  # type: ignore[arg-type]
+    if divergence is None:
+        return
+    result.origin = origin_from(divergence)
     keep = sorted(keys_for(divergence))
     ops = (divergence.call.name, divergence.call.call)
-    again = runner.run(
-        [ChildJob(j.label, j.env, j.threads, keep, ops) for j in (by_label[pair[0].label], by_label[pair[1].label])]
-    )
+    again = runner.run([dataclasses.replace(j, keep=keep, ops=ops) for j in first])
     if all(r.trace is not None for r in again):
         result.origin = origin_from(divergence, again[0].kept, again[1].kept, ctx.compare_flat)
         if result.origin is not None:
             result.origin.op = first_op_difference(again[0].ops, again[1].ops)
 
 
-def run_children_axes(ctx: CheckContext, names: list[str]) -> dict[str, AxisResult]:
-    """Run the process and threads axes (those in ``names``) with all their children at once."""
-    start = time.monotonic()
-    results: dict[str, AxisResult] = {}
-    model = getattr(ctx.model, "predictor", None)
-    with ChildRunner(
-        model.model if model else ctx.model,
-        ctx.inputs,
-        spec=ctx.spec,
-        seed=ctx.options.seed,
-        device=ctx.options.device,
-        dtype=ctx.options.dtype,
-        timeout=ctx.options.timeout,
-        runtime=ctx.options.runtime,
-        entry=RUNTIME_ENTRY if ctx.options.runtime else "samebits.measure.child",
-    ) as runner:
-        if runner.skip_reason:
-            hint = "; pass a MODEL spec (file.py:factory) so that fresh processes can load it"
-            return {n: AxisResult(n, "skipped", reason=runner.skip_reason + hint) for n in names}
-        plan: dict[str, list[ChildJob]] = {}
-        if "process" in names:
-            plan["process"] = process_jobs(ctx)
-        if "threads" in names:
-            jobs = thread_jobs(ctx)
-            if len(jobs) < 2:
-                results["threads"] = AxisResult(
-                    "threads", "skipped", reason=f"only one thread count to try ({jobs[0].threads}); pass --threads 1,2"
-                )
-            else:
-                plan["threads"] = jobs
-        ctx.progress(f"starting {sum(len(j) for j in plan.values())} fresh processes")
-        flat = [job for jobs in plan.values() for job in jobs]
-        done = runner.run(flat)
-        offset = 0
-        for name, jobs in plan.items():
+class ChildAxes:
+    """The axes that need fresh interpreters (``process``, and ``threads`` where it cannot run in
+    this process), started by :meth:`start` before the in-process axes and finished after them,
+    so that the children import torch and load the model meanwhile."""
+
+    def __init__(self, ctx: CheckContext, names: list[str]) -> None:
+        self.ctx, self.names = ctx, names
+        self.results: dict[str, AxisResult] = {}
+        self.plan: dict[str, list[ChildJob]] = {}
+        self.runner: ChildRunner | None = None
+        self.pending: Pending | None = None
+        self.started = time.monotonic()
+
+    def __enter__(self) -> ChildAxes:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.pending is not None and self.runner is not None:
+            self.runner.kill(self.pending)
+        if self.runner is not None:
+            self.runner.close()
+
+    def start(self) -> None:
+        ctx = self.ctx
+        try:
+            model = getattr(ctx.model, "predictor", None)
+            self.runner = ChildRunner(
+                model.model if model else ctx.model,
+                ctx.inputs,
+                spec=ctx.spec,
+                seed=ctx.options.seed,
+                device=ctx.options.device,
+                dtype=ctx.options.dtype,
+                timeout=ctx.options.timeout,
+                runtime=ctx.options.runtime,
+                entry=RUNTIME_ENTRY if ctx.options.runtime else "samebits.measure.child",
+            )
+            if self.runner.skip_reason:
+                hint = "; pass a MODEL spec (file.py:factory) so that fresh processes can load it"
+                self.results = {n: AxisResult(n, "skipped", reason=self.runner.skip_reason + hint) for n in self.names}
+                return
+            if "process" in self.names:
+                self.plan["process"] = process_jobs(ctx)
+            if "threads" in self.names:
+                jobs = thread_jobs(ctx)
+                if len(jobs) < 2:
+                    self.results["threads"] = skipped_single(ctx.options.thread_counts())
+                else:
+                    self.plan["threads"] = jobs
+            ctx.progress(f"starting {sum(len(j) for j in self.plan.values())} fresh processes")
+            self.pending = self.runner.submit([job for jobs in self.plan.values() for job in jobs])
+        except Exception as exc:
+            self._failed(exc)
+
+    def _failed(self, exc: Exception) -> None:
+        reason = first_line(exc, with_type=True)
+        self.results.update({n: AxisResult(n, "error", reason=reason) for n in self.names if n not in self.results})
+
+    def finish(self) -> dict[str, AxisResult]:
+        """Wait for the children, compare them, localise a difference; the axes' results."""
+        if self.pending is not None and self.runner is not None:
+            self.ctx.progress("axes " + " and ".join(self.plan) + ": waiting for the fresh processes")
+            try:
+                self._compare(self.runner, self.runner.collect(self.pending))
+            except Exception as exc:
+                self._failed(exc)
+            self.pending = None
+        for r in self.results.values():
+            r.seconds = time.monotonic() - self.started
+        return self.results
+
+    def _compare(self, runner: ChildRunner, done: list[ChildResult]) -> None:
+        ctx, offset = self.ctx, 0
+        for name, jobs in self.plan.items():
             part = done[offset : offset + len(jobs)]
             offset += len(jobs)
-            results[name], pair = _compare_children(ctx, name, part)
+            self.results[name], pair = _compare_children(ctx, name, part)
             if name == "process" and pair is not None:
                 ctx.progress("re-running the processes with one fixed PYTHONHASHSEED")
                 fixed = runner.run(
                     [ChildJob(f"PYTHONHASHSEED=0 #{i}", {"PYTHONHASHSEED": "0"}) for i in range(len(jobs))]
                 )
                 again, _ = _compare_children(ctx, name, fixed)
-                assert isinstance(results[name].details, ChildrenDetails)
-                results[name].details.fixed_hash_seed = Rerun(again.verdict, again.agreed, again.runs)
+                assert isinstance(self.results[name].details, ChildrenDetails)
+                self.results[name].details.fixed_hash_seed = Rerun(again.verdict, again.agreed, again.runs)
             if pair is not None:
-                ctx.progress(f"{name}: a second pass that keeps the tensors")
-                _with_growth(ctx, runner, results[name], pair, jobs)
-            results[name].summary = _summary(name, results[name])
-    for r in results.values():
-        r.seconds = time.monotonic() - start
-    return results
+                ctx.progress(f"{name}: the two processes that differ, again with hooks")
+                _localize(ctx, runner, self.results[name], pair, jobs)
+            self.results[name].summary = _summary(name, self.results[name])
 
 
 def _summary(name: str, result: AxisResult) -> str:
@@ -150,6 +192,4 @@ def _summary(name: str, result: AxisResult) -> str:
         return result.reason
     if name == "process":
         return f"{result.agreed}/{result.runs} processes with different PYTHONHASHSEED agree"
-    assert isinstance(result.details, ChildrenDetails)
-    counts = ", ".join(c.label for c in result.details.children)
-    return f"{result.agreed}/{result.runs} thread counts ({counts}) agree"
+    return threads_summary(result)

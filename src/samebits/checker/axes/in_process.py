@@ -19,7 +19,7 @@ from samebits.measure.trace import first_divergence
 from samebits.tensors.digest import digest
 
 
-def _verdict_of(
+def verdict_of(
     ctx: CheckContext, outputs: list[Any], traces: list[Any]
 ) -> tuple[str, int, Difference | None, int | None]:
     """Compare every run with the first: (verdict, runs that agree bit for bit, worst difference,
@@ -46,13 +46,16 @@ def repeat_axis(ctx: CheckContext) -> AxisResult:
     seed_rngs(ctx.options.seed)
     runs = [ctx.forward() for _ in range(ctx.options.runs)]
     outputs, traces = [r[0] for r in runs], [r[1] for r in runs]
-    verdict, agreed, diff, bad = _verdict_of(ctx, outputs, traces)
+    verdict, agreed, diff, bad = verdict_of(ctx, outputs, traces)
     result = AxisResult("repeat", verdict, len(runs), agreed, difference=diff)
-    if bad is not None and ctx.hookable and ctx.options.localize:
-        divergence = first_divergence(traces[0], traces[bad])
-        seed_rngs(ctx.options.seed)  # second pass with tensors: same sequence of calls as the first
+    if bad is not None and ctx.localizes:
+        # The same sequence of calls again, now with hooks; then once more keeping tensors.
+        seed_rngs(ctx.options.seed)
+        hooked = [ctx.traced()[1] for _ in range(bad + 1)]
+        divergence = first_divergence(hooked[0], hooked[bad])
+        seed_rngs(ctx.options.seed)
         keep = keys_for(divergence)
-        kept = [ctx.forward(keep=keep)[2] for _ in range(bad + 1)]
+        kept = [ctx.traced(keep=keep)[2] for _ in range(bad + 1)]
         result.origin = origin_from(divergence, kept[0], kept[bad], ctx.compare_flat)
         seed_rngs(ctx.options.seed)
         op_origin(ctx, result.origin, divergence, ctx.inputs, ctx.inputs)
@@ -111,22 +114,38 @@ def rng_consumers(model: Any, run: Any) -> tuple[list[str], list[tuple[str, str,
     return [k for k in after if after[k] != before[k]], found
 
 
+def rngs_drawn(run: Any) -> list[str]:
+    """The global RNGs whose state ``run()`` changed."""
+    before = rng_digests()
+    run()
+    after = rng_digests()
+    return [k for k in after if after[k] != before[k]]
+
+
 def seed_axis(ctx: CheckContext) -> AxisResult:
     """Every RNG re-seeded with a different seed before each forward."""
     start = time.monotonic()
+    seeds = [(ctx.options.seed + 1 + 7919 * r) % 2**32 for r in range(max(2, ctx.options.runs))]
     outputs, traces = [], []
-    for r in range(max(2, ctx.options.runs)):
-        seed_rngs((ctx.options.seed + 1 + 7919 * r) % 2**32)
-        out, trace, _ = ctx.forward()
+    for s in seeds:
+        seed_rngs(s)
+        out, trace = ctx.forward()
         outputs.append(out)
         traces.append(trace)
-    verdict, agreed, diff, bad = _verdict_of(ctx, outputs, traces)
+    verdict, agreed, diff, bad = verdict_of(ctx, outputs, traces)
     result = AxisResult("seed", verdict, len(outputs), agreed, difference=diff)
     seed_rngs(ctx.options.seed)
-    rngs, modules = rng_consumers(ctx.model, lambda: ctx.forward())
+    rngs, modules = rngs_drawn(lambda: ctx.forward()), []
+    if rngs:  # who draws: per-module hooks only for a forward that draws at all
+        seed_rngs(ctx.options.seed)
+        rngs, modules = rng_consumers(ctx.model, lambda: ctx.forward())
     result.details = SeedDetails(rngs, [RngUse(m, t, r) for m, t, r in modules])
-    if bad is not None and ctx.hookable and ctx.options.localize:
-        result.origin = origin_from(first_divergence(traces[0], traces[bad]))
+    if bad is not None and ctx.localizes:
+        hooked = []
+        for s in (seeds[0], seeds[bad]):
+            seed_rngs(s)
+            hooked.append(ctx.traced()[1])
+        result.origin = origin_from(first_divergence(*hooked))
     if verdict == "identical":
         result.summary = f"{agreed}/{len(outputs)} seeds give identical outputs" + (
             f" (the forward draws from {', '.join(rngs)} without effect)" if rngs else ""
