@@ -1,15 +1,15 @@
-"""``[tool.samebits.lint]`` in pyproject.toml, and the torch range a project declares."""
+"""``[tool.samebits.lint]`` in pyproject.toml (the torch range a project declares: metadata.py)."""
 
 from __future__ import annotations
 
 import dataclasses
 import fnmatch
-import re
 import sys
 from pathlib import Path
 from typing import Any
 
 from samebits.errors import UserError
+from samebits.linter.metadata import floor_of
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -59,8 +59,11 @@ def load_config(start: Path) -> LintConfig:
         return LintConfig()
     data = _read_toml(path)
     section: dict[str, Any] = data.get("tool", {}).get("samebits", {}).get("lint", {})
-    known = {"select", "ignore", "per-file-ignores", "exclude"}
+    known = {"select", "ignore", "per-file-ignores", "exclude", "torch"}
     unknown = sorted(set(section) - known)
+    torch = section.get("torch")
+    if torch is not None and (not isinstance(torch, str) or floor_of(f"torch{torch}") is None):
+        raise UserError(f'{path}: [tool.samebits.lint] torch must be a version range such as ">=1.13", not {torch!r}')
     if unknown:
         raise UserError(
             f"{path}: unknown key(s) {', '.join(unknown)} in [tool.samebits.lint]; known: {', '.join(sorted(known))}"
@@ -79,36 +82,3 @@ def _read_toml(path: Path) -> dict[str, Any]:
         return tomllib.loads(path.read_text())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise UserError(f"{path} is not valid TOML: {exc}") from None
-
-
-_TORCH_REQ = re.compile(r"^\s*torch\s*(?:\[[^\]]*\])?\s*(?P<spec>[^;#]*)", re.I)
-
-
-def min_torch_version(start: Path) -> tuple[int, int] | None:
-    """The lowest torch a project declares (``torch>=2.1``, ``torch==1.13.*``), from
-    pyproject.toml, setup.cfg or requirements*.txt near ``start``; ``None`` when none says."""
-    requirements: list[str] = []
-    pyproject = find_pyproject(start)
-    if pyproject is not None:
-        project = _read_toml(pyproject).get("project", {})
-        requirements += list(project.get("dependencies", []))
-        for extra in project.get("optional-dependencies", {}).values():
-            requirements += list(extra)
-        folder = pyproject.parent
-    else:
-        folder = start
-    for req in sorted(folder.glob("requirements*.txt")):
-        requirements += req.read_text(errors="replace").splitlines()
-    setup_cfg = folder / "setup.cfg"
-    if setup_cfg.is_file():
-        requirements += setup_cfg.read_text(errors="replace").splitlines()
-    lows = []
-    for line in requirements:
-        m = _TORCH_REQ.match(line)
-        if not m:
-            continue
-        versions = re.findall(r"(>=|==|~=|>)\s*(\d+)\.(\d+)", m.group("spec"))
-        lows += [(int(a), int(b)) for _, a, b in versions]
-        if not versions:
-            lows.append((0, 0))  # bare "torch": any version
-    return min(lows) if lows else None

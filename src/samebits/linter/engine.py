@@ -11,7 +11,9 @@ from pathlib import Path
 
 from samebits.linter.checks import backends, environment, inference, safety, seeding
 from samebits.linter.checks.common import FileContext, Finding
-from samebits.linter.config import LintConfig, load_config, min_torch_version
+from samebits.linter.config import LintConfig, load_config
+from samebits.linter.metadata import torch_floor
+from samebits.rules import BY_CODE
 
 CHECKS = (*environment.CHECKS, *backends.CHECKS, *seeding.CHECKS, *inference.CHECKS, *safety.CHECKS)
 SKIP_DIRS = {
@@ -116,10 +118,12 @@ def lint_source(
     ctx = FileContext(Path(display), display, source, tree, min_torch)
     lines = source.splitlines()
     found: dict[tuple[int, int, str], Finding] = {}
-    for check in CHECKS:
+    for code, check in CHECKS:
+        if not config.enabled(code, BY_CODE[code].name, display):
+            continue  # not selected: not run (SB102 alone imports torch, and only when it runs)
         for f in check(ctx):
             line = lines[f.line - 1] if 0 < f.line <= len(lines) else ""
-            if config.enabled(f.code, f.name, display) and not _suppressed(line, f.code, f.name):
+            if not _suppressed(line, f.code, f.name):
                 found.setdefault((f.line, f.col, f.code), f)
     return sorted(found.values(), key=lambda f: (f.line, f.col, f.code))
 
@@ -129,7 +133,6 @@ def lint(paths: Iterable[str | os.PathLike[str]], config: LintConfig | None = No
     paths = [Path(p) for p in paths]
     start = paths[0] if paths and paths[0].is_dir() else (paths[0].parent if paths else Path.cwd())
     config = config or load_config(start.resolve())
-    min_torch = min_torch_version(start.resolve())
     files, skipped = discover(paths, config)
     findings: list[Finding] = []
     errors: list[tuple[str, str]] = []
@@ -140,7 +143,7 @@ def lint(paths: Iterable[str | os.PathLike[str]], config: LintConfig | None = No
             if b"\x00" in data[:4096]:
                 skipped.append((display, "binary file"))
                 continue
-            findings += lint_source(data.decode("utf-8"), display, config, min_torch)
+            findings += lint_source(data.decode("utf-8"), display, config, torch_floor(path.parent))
         except UnicodeDecodeError:
             errors.append((display, "not UTF-8 text"))
         except SyntaxError as exc:

@@ -32,7 +32,7 @@ def _backend_names(path: str) -> tuple[bool, frozenset[str]] | None:
 
 def _assignments(ctx: FileContext) -> Iterator[tuple[ast.AST, str, ast.AST]]:
     """``(node, dotted target, value)`` for every assignment to an attribute."""
-    for node in ast.walk(ctx.tree):
+    for node in ctx.nodes:
         if isinstance(node, ast.Assign):
             for t in node.targets:
                 name = ctx.dotted(t) if isinstance(t, ast.Attribute) else None
@@ -87,4 +87,9 @@ def tf32_with_determinism(ctx: FileContext) -> Iterator[Finding]:
                 yield ctx.finding(call, "SB109")
 
 
-CHECKS = (unknown_backend_flag, benchmark_with_determinism, deterministic_warn_only, tf32_with_determinism)
+CHECKS = (
+    ("SB102", unknown_backend_flag),
+    ("SB103", benchmark_with_determinism),
+    ("SB108", deterministic_warn_only),
+    ("SB109", tf32_with_determinism),
+)

@@ -5,28 +5,21 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from samebits.linter.checks.models import Models, user_classes
+
 # Names that say "module" or "tensor" when nothing better is known (documented in SB202).
 MODULE_NAME = re.compile(
-    r"(^|_)(model|models|net|network|module|encoder|decoder|backbone|head|classifier|detector|layer|block|policy|critic|actor|generator|discriminator)s?\d*$",
+    r"(^|_)(model|models|net|network|module|encoder|decoder|backbone|head|classifier|detector|segmenter|layer|block|policy|critic|actor|generator|discriminator)s?\d*$",
     re.I,
 )
 TENSOR_NAME = re.compile(
     r"^(x|y|z|xb|yb|x\d|inputs?|input_ids|batch|images?|imgs?|tensor|targets?|labels?|logits|features?|feats|data|sample|samples|mask|tokens|pixel_values|.*_tensor|.*_t)$",
     re.I,
-)
-MODEL_FACTORIES = (
-    "from_pretrained",
-    "create_model",
-    "jit.load",
-    "jit.script",
-    "jit.trace",
-    "load_model",
-    "build_model",
-    "get_model",
 )
 TENSOR_FACTORIES = {
     "torch.tensor", "torch.as_tensor", "torch.from_numpy", "torch.randn", "torch.rand", "torch.randint", "torch.zeros", "torch.ones",
@@ -82,15 +75,32 @@ class FileContext:
     ) -> None:
         self.path, self.display, self.source, self.tree = path, display, source, tree
         self.project_min_torch = project_min_torch
+        self.nodes: list[ast.AST] = list(ast.walk(tree))  # every node once, for the checks to scan
         self.parents: dict[ast.AST, ast.AST] = {}
-        for node in ast.walk(tree):
+        for node in self.nodes:
             for child in ast.iter_child_nodes(node):
                 self.parents[child] = node
-        self.aliases = _aliases(tree)
+        self.aliases = _aliases(self.nodes)
         self.module_classes = _module_classes(tree, self)
-        self.calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+        self.calls = [n for n in self.nodes if isinstance(n, ast.Call)]
         self.call_names = {self.dotted(c.func) for c in self.calls} - {None}
-        self.models, self.tensors, self.bound_models = _bindings(self)
+        self.not_variables = set(self.aliases) | {
+            n.name for n in self.nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+        }
+
+    @functools.cached_property
+    def tensors(self) -> set[str]:
+        """Names bound to a ``torch.*`` tensor factory."""
+        return _tensor_names(self)
+
+    @functools.cached_property
+    def user_classes(self) -> set[str]:
+        return user_classes(self, self.tree)
+
+    @functools.cached_property
+    def models(self) -> Models:
+        """The file's model facts (checks/models.py), computed for the first rule that asks."""
+        return Models(self)
 
     def finding(self, node: ast.AST, code: str, message: str | None = None) -> Finding:
         from samebits.rules import BY_CODE
@@ -154,7 +164,8 @@ class FileContext:
                 and isinstance(expr.args[0], ast.Constant)
                 and expr.args[0].value is False
             )
-        return name in NO_GRAD or name.endswith((".no_grad", ".inference_mode"))
+        # torch's, and decorators of projects that pick one (``@smart_inference_mode()``)
+        return name in NO_GRAD or name.endswith(("no_grad", "inference_mode"))
 
     def in_loop(self, node: ast.AST) -> ast.AST | None:
         for parent in self.ancestors(node):
@@ -167,14 +178,8 @@ class FileContext:
         return None
 
     def is_model_call(self, call: ast.AST) -> bool:
-        """``model(x)`` / ``self.model(x)`` / ``model.forward(x)`` on a name known to be a model."""
-        if not isinstance(call, ast.Call):
-            return False
-        func = call.func
-        if isinstance(func, ast.Attribute) and func.attr == "forward":
-            func = func.value
-        name = self.name_of(func)
-        return name is not None and name in self.models
+        """``model(x)`` / ``self.model(x)`` / ``model.forward(x)`` on a model (checks/models.py)."""
+        return self.models.called_model(call) is not None
 
     @property
     def trains(self) -> bool:
@@ -196,11 +201,15 @@ class FileContext:
             "torch.no_grad",
             "torch.inference_mode",
             "torch.jit.load",
+            "torch.hub.load",
             ".from_pretrained",
         )
-        return any(n.endswith(signs) or n in signs for n in self.call_names) or any(
-            isinstance(p, ast.With) and any(self._is_no_grad(i.context_expr) for i in p.items)
-            for p in ast.walk(self.tree)
+        return (
+            any(n.endswith(signs) or n in signs for n in self.call_names)
+            or any(
+                isinstance(p, ast.With) and any(self._is_no_grad(i.context_expr) for i in p.items) for p in self.nodes
+            )
+            or any(_loads_weights(c) for c in self.calls)
         )
 
     def asks_for_determinism(self) -> bool:
@@ -210,21 +219,31 @@ class FileContext:
                 return True
             if name in ("samebits.deterministic", "deterministic") or name.endswith(".enable_full_determinism"):
                 return True
-        for node in ast.walk(self.tree):
+        for node in self.nodes:
             if isinstance(node, ast.Assign) and _truthy(node.value):
                 if any((self.dotted(t) or "").endswith("cudnn.deterministic") for t in node.targets):
                     return True
         return False
 
 
+def _loads_weights(call: ast.Call) -> bool:
+    """``resnet50(weights=...)``, ``create_model(..., pretrained=True)``: trained weights, so inference."""
+    for k in call.keywords:
+        if k.arg in ("weights", "pretrained", "checkpoint_path") and not (
+            isinstance(k.value, ast.Constant) and k.value.value in (None, False, "")
+        ):
+            return True
+    return False
+
+
 def _truthy(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and node.value is True
 
 
-def _aliases(tree: ast.Module) -> dict[str, str]:
+def _aliases(nodes: list[ast.AST]) -> dict[str, str]:
     """``{"np": "numpy", "nn": "torch.nn", "DataLoader": "torch.utils.data.DataLoader"}``."""
     out: dict[str, str] = {}
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.Import):
             for a in node.names:
                 out[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
@@ -238,7 +257,7 @@ def _module_classes(tree: ast.Module, ctx: FileContext) -> set[str]:
     """Classes of this file that subclass an ``nn.Module`` (directly or through another such class)."""
     found: set[str] = set()
     changed = True
-    classes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+    classes = [n for n in ctx.nodes if isinstance(n, ast.ClassDef)]
     while changed:
         changed = False
         for cls in classes:
@@ -252,69 +271,16 @@ def _module_classes(tree: ast.Module, ctx: FileContext) -> set[str]:
     return found
 
 
-def _value_kind(ctx: FileContext, value: ast.AST) -> str | None:
-    """``"model"``, ``"tensor"`` or ``None`` for the value bound to a name."""
-    while (
-        isinstance(value, ast.Call)
-        and isinstance(value.func, ast.Attribute)
-        and value.func.attr in ("eval", "to", "cuda", "cpu", "train", "half", "float", "requires_grad_")
-    ):
-        inner = _value_kind(ctx, value.func.value)
-        if inner is not None:
-            return inner
-        value = value.func.value
-    if isinstance(value, ast.Call):
-        name = ctx.dotted(value.func) or ""
-        last = name.rsplit(".", 1)[-1]
-        if (
-            name.startswith(("torch.nn.", "nn."))
-            and last[:1].isupper()
-            and last not in ("Parameter", "ParameterList", "ParameterDict")
-        ):
-            return "model"
-        if last in ctx.module_classes or name.endswith(MODEL_FACTORIES):
-            return "model"
-        if name in TENSOR_FACTORIES:
-            return "tensor"
-    return None
-
-
-def _bindings(ctx: FileContext) -> tuple[set[str], set[str], set[str]]:
-    """(names that are models, names that are tensors, names bound here to a model-making call)."""
-    models: set[str] = set()
-    tensors: set[str] = set()
-    for node in ast.walk(ctx.tree):
+def _tensor_names(ctx: FileContext) -> set[str]:
+    names: set[str] = set()
+    for node in ctx.nodes:
         if isinstance(node, ast.Assign):
-            kind = _value_kind(ctx, node.value)
-            for target in node.targets:
-                name = ctx.name_of(target)
-                if name and kind == "model":
-                    models.add(name)
-                elif name and kind == "tensor":
-                    tensors.add(name)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            for arg in node.args.args + node.args.kwonlyargs:
-                if arg.annotation is not None and (ctx.dotted(arg.annotation) or "").endswith(("nn.Module", "Module")):
-                    models.add(arg.arg)
-    bound = set(models)
-    # Variables whose name says "model" count as models unless bound to a tensor (documented
-    # heuristic); names of functions, classes and imports are not variables.
-    not_variables = set(ctx.aliases) | {
-        n.name for n in ast.walk(ctx.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-    }
-    for node in ast.walk(ctx.tree):
-        name = (
-            ctx.name_of(node)
-            if isinstance(node, (ast.Name, ast.Attribute, ast.arg))
-            else (node.arg if isinstance(node, ast.arg) else None)
-        )
-        if isinstance(node, ast.arg):
-            name = node.arg
-        if (
-            name
-            and name not in tensors
-            and name not in not_variables
-            and MODULE_NAME.search(name.removeprefix("self."))
-        ):
-            models.add(name)
-    return models, tensors, bound
+            base = node.value
+            while isinstance(base, ast.Call) and isinstance(base.func, ast.Attribute) and base.func.attr in MOVES:
+                base = base.func.value
+            if isinstance(base, ast.Call) and (ctx.dotted(base.func) or "") in TENSOR_FACTORIES:
+                names.update(n for n in (ctx.name_of(t) for t in node.targets) if n)
+    return names
+
+
+MOVES = ("to", "cuda", "cpu", "half", "float", "requires_grad_")

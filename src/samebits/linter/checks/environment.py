@@ -10,7 +10,7 @@ from samebits.linter.checks.common import FileContext, Finding
 
 def env_writes(ctx: FileContext, var: str) -> Iterator[ast.AST]:
     """Nodes that set ``var`` in this process's environment."""
-    for node in ast.walk(ctx.tree):
+    for node in ctx.nodes:
         if isinstance(node, (ast.Assign, ast.AugAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
@@ -70,7 +70,7 @@ def cublas_config_late(ctx: FileContext) -> Iterator[Finding]:
     writes = list(env_writes(ctx, "CUBLAS_WORKSPACE_CONFIG"))
     if not writes:
         return
-    uses = sorted(n.lineno for n in ast.walk(ctx.tree) if _cuda_use(ctx, n))
+    uses = sorted(n.lineno for n in ctx.nodes if _cuda_use(ctx, n))
     for node in writes:
         earlier = [line for line in uses if line < node.lineno]
         if earlier:
@@ -79,4 +79,4 @@ def cublas_config_late(ctx: FileContext) -> Iterator[Finding]:
             )
 
 
-CHECKS = (hashseed_in_process, cublas_config_late)
+CHECKS = (("SB101", hashseed_in_process), ("SB105", cublas_config_late))

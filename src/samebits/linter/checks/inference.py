@@ -17,7 +17,7 @@ def _is_tensorish(ctx: FileContext, node: ast.AST) -> bool:
     if name is not None:
         if name in ctx.tensors:
             return True
-        return name not in ctx.models and bool(TENSOR_NAME.match(name.removeprefix("self.")))
+        return not ctx.models.is_model(node) and bool(TENSOR_NAME.match(name.removeprefix("self.")))
     if isinstance(node, ast.Subscript):
         return _is_tensorish(ctx, node.value)
     if isinstance(node, ast.Call):
@@ -28,7 +28,7 @@ def _is_tensorish(ctx: FileContext, node: ast.AST) -> bool:
 
 
 def discarded_to_result(ctx: FileContext) -> Iterator[Finding]:
-    for node in ast.walk(ctx.tree):
+    for node in ctx.nodes:
         if not (
             isinstance(node, ast.Expr)
             and isinstance(node.value, ast.Call)
@@ -87,12 +87,34 @@ def _model_is_parameter(ctx: FileContext, call: ast.AST) -> bool:
     return False
 
 
+def _grad_free_classes(ctx: FileContext) -> set[str]:
+    """Module classes of this file whose ``forward`` turns grad off itself: its whole body under
+    ``with torch.no_grad()``, or the method decorated so."""
+    found = set()
+    for cls in ctx.nodes:
+        if not (isinstance(cls, ast.ClassDef) and cls.name in ctx.module_classes):
+            continue
+        forward = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "forward"), None)
+        if forward is None:
+            continue
+        body = [s for s in forward.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+        if any(ctx._is_no_grad(d) for d in forward.decorator_list) or (
+            len(body) == 1
+            and isinstance(body[0], ast.With)
+            and any(ctx._is_no_grad(i.context_expr) for i in body[0].items)
+        ):
+            found.add(cls.name)
+    return found
+
+
 def _grad_free(ctx: FileContext, node: ast.AST, safe_functions: set[str]) -> bool:
+    model = ctx.models.called_model(node)
     return (
         ctx.under_no_grad(node)
         or _in_forward(ctx, node)
         or _enclosing_function(ctx, node) in safe_functions
         or _model_is_parameter(ctx, node)
+        or (model is not None and ctx.models.class_of(model) in _grad_free_classes(ctx))
     )
 
 
@@ -109,52 +131,19 @@ def inference_without_no_grad(ctx: FileContext) -> Iterator[Finding]:
             )
 
 
-def _evaluated(ctx: FileContext) -> set[str]:
-    names = set()
-    for call in ctx.calls:
-        func = call.func
-        if isinstance(func, ast.Attribute) and (
-            func.attr == "eval"
-            or (
-                func.attr == "train"
-                and call.args
-                and isinstance(call.args[0], ast.Constant)
-                and call.args[0].value is False
-            )
-        ):
-            inner = func.value
-            while isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute):
-                inner = inner.func.value
-            name = ctx.name_of(inner)
-            if name:
-                names.add(name)
-            parent = ctx.parents.get(call)
-            while isinstance(parent, (ast.Attribute, ast.Call)):
-                parent = ctx.parents.get(parent)
-            if isinstance(parent, ast.Assign):  # model = Net().eval()
-                names.update(n for n in (ctx.name_of(t) for t in parent.targets) if n)
-    return names
-
-
 def missing_eval(ctx: FileContext) -> Iterator[Finding]:
     if not ctx.inference_file:
         return
-    evaluated = _evaluated(ctx)
-    if "self" in evaluated:
-        return  # a module that puts itself in eval mode
-    reported = set()
-    for call in ctx.calls:
-        if not ctx.is_model_call(call):
+    for call, name in ctx.models.unevaluated_calls():
+        if _in_forward(ctx, call):
             continue
-        func = call.func.value if isinstance(call.func, ast.Attribute) and call.func.attr == "forward" else call.func
-        name = ctx.name_of(func)
-        if name in ctx.bound_models and name not in evaluated and name not in reported and not _in_forward(ctx, call):
-            reported.add(name)
-            yield ctx.finding(
-                call,
-                "SB107",
-                f"{name} is used for inference but never put in eval mode: call {name}.eval() after loading",
-            )
+        source = ctx.models.source(call.func.value if isinstance(call.func, ast.Attribute) else call.func)
+        origin = f" (made by {source.what})" if source is not None else ""
+        yield ctx.finding(
+            call,
+            "SB107",
+            f"{name}{origin} is used for inference without eval mode on this path: call {name}.eval() after loading",
+        )
 
 
 def _single_item(ctx: FileContext, arg: ast.AST) -> bool:
@@ -182,19 +171,126 @@ def _single_item(ctx: FileContext, arg: ast.AST) -> bool:
     return False
 
 
-def per_sample_loop(ctx: FileContext) -> Iterator[Finding]:
+def _fixed_size(ctx: FileContext) -> bool:
+    """Whether the file's inputs have one fixed size: a ``Resize`` to (h, w), a crop to a size
+    (``CenterCrop``, ``RandomResizedCrop``, ``RandomCrop``), or ``cv2.resize`` to (w, h)."""
+    pairs = {
+        n
+        for node in ctx.nodes
+        if isinstance(node, ast.Assign) and isinstance(node.value, (ast.Tuple, ast.List)) and len(node.value.elts) == 2
+        for n in (ctx.name_of(t) for t in node.targets)
+        if n
+    }
+
+    def pair(arg: ast.AST | None) -> bool:
+        return (isinstance(arg, (ast.Tuple, ast.List)) and len(arg.elts) == 2) or ctx.name_of(
+            arg or ast.Pass()
+        ) in pairs
+
     for call in ctx.calls:
-        if (
-            ctx.is_model_call(call)
-            and call.args
-            and _single_item(ctx, call.args[0])
-            and ctx.in_loop(call) is not None
-            and not _in_forward(ctx, call)
-        ):
+        last = (ctx.dotted(call.func) or "").rsplit(".", 1)[-1]
+        size = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "size"), None)
+        if last in ("CenterCrop", "RandomResizedCrop", "RandomCrop", "FiveCrop", "TenCrop"):
+            return True
+        if last == "Resize" and (pair(size) or len(call.args) == 2):  # torchvision (h, w); albumentations h, w
+            return True
+        if last == "resize" and len(call.args) >= 2 and pair(call.args[1]):  # cv2.resize(img, (w, h))
+            return True
+    return False
+
+
+def _batch_of_one_loaders(ctx: FileContext) -> set[str]:
+    """Names bound to ``DataLoader(...)`` with batch size 1 (given, or the default), directly or
+    through a function of this file that returns one."""
+
+    def one(node: ast.AST) -> bool:
+        if not (isinstance(node, ast.Call) and (ctx.dotted(node.func) or "").endswith("DataLoader")):
+            return False
+        keywords = {k.arg: k.value for k in node.keywords}
+        if None in keywords or "batch_sampler" in keywords or len(node.args) > 1:
+            return False
+        size = keywords.get("batch_size")
+        return size is None or (isinstance(size, ast.Constant) and size.value == 1)
+
+    names: set[str] = set()
+    returned: dict[str, list[bool]] = {}
+    for function in ctx.nodes:
+        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(function):
+                if isinstance(node, ast.Return) and node.value is not None:
+                    parts = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
+                    returned[function.name] = [one(p) for p in parts]
+    for node in ctx.nodes:
+        if not isinstance(node, ast.Assign):
+            continue
+        for target in node.targets:
+            elts = target.elts if isinstance(target, ast.Tuple) else [target]
+            call = node.value
+            if one(call) and len(elts) == 1:
+                names.update(n for n in [ctx.name_of(elts[0])] if n)
+            elif isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in returned:
+                flags = returned[call.func.id]
+                if len(flags) == len(elts):
+                    names.update(n for e, f in zip(elts, flags) if f and (n := ctx.name_of(e)))
+    return names
+
+
+def _loop_iterates(ctx: FileContext, loop: ast.AST, names: set[str]) -> bool:
+    """``for x in loader`` / ``enumerate(loader)`` / ``tqdm(loader)`` over one of ``names``."""
+    if not isinstance(loop, (ast.For, ast.AsyncFor)):
+        return False
+    it = loop.iter
+    while isinstance(it, ast.Call) and it.args:
+        it = it.args[0]
+    return ctx.name_of(it) in names
+
+
+def _one_sample_names(ctx: FileContext, loop: ast.AST) -> set[str]:
+    """Names made a batch of one earlier in the loop body (``x = tf(img).unsqueeze(0)``), and
+    names copied from them (``x = x.to(device)``)."""
+    names: set[str] = set()
+    for node in sorted((n for n in ast.walk(loop) if isinstance(n, ast.Assign)), key=lambda n: n.lineno):
+        value = node.value
+        while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in MOVES:
+            value = value.func.value
+        if _single_item(ctx, value) or ctx.name_of(value) in names:
+            names.update(n for n in (ctx.name_of(t) for t in node.targets) if n)
+    return names
+
+
+def per_sample_loop(ctx: FileContext) -> Iterator[Finding]:
+    fixed = None
+    loaders: set[str] | None = None
+    for call in ctx.calls:
+        if not ctx.is_model_call(call) or _in_forward(ctx, call):
+            continue
+        loop = ctx.in_loop(call)
+        if loop is None:
+            continue
+        arg = call.args[0] if call.args else None
+        if arg is not None and _single_item(ctx, arg):
             yield ctx.finding(
                 call,
                 "SB201",
-                f"{ast.unparse(call.func)} is called on one sample per iteration ({ast.unparse(call.args[0])}): batch the samples",
+                f"{ast.unparse(call.func)} is called on one sample per iteration ({ast.unparse(arg)}): batch the samples",
+            )
+            continue
+        fixed = _fixed_size(ctx) if fixed is None else fixed
+        if not fixed:
+            continue  # inputs of varying size cannot simply be stacked
+        loaders = _batch_of_one_loaders(ctx) if loaders is None else loaders
+        base = arg.func.value if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute) else arg
+        if base is not None and ctx.name_of(base) in _one_sample_names(ctx, loop):
+            yield ctx.finding(
+                call,
+                "SB201",
+                f"{ast.unparse(call.func)} is called on one sample per iteration ({ast.unparse(arg)} was made a batch of one above) although the inputs have one fixed size: batch the samples",
+            )
+        elif _loop_iterates(ctx, loop, loaders):
+            yield ctx.finding(
+                call,
+                "SB201",
+                f"{ast.unparse(call.func)} is called once per sample: the DataLoader has batch size 1 (given or by default) over fixed-size inputs; pass batch_size=",
             )
 
 
@@ -233,11 +329,11 @@ def _propagates(ctx: FileContext, call: ast.Call) -> bool:
 
 def outputs_kept_with_grad(ctx: FileContext) -> Iterator[Finding]:
     tainted: set[str] = set()
-    for node in sorted((n for n in ast.walk(ctx.tree) if isinstance(n, ast.Assign)), key=lambda n: n.lineno):
+    for node in sorted((n for n in ctx.nodes if isinstance(n, ast.Assign)), key=lambda n: n.lineno):
         if not ctx.under_no_grad(node) and _carries_graph(ctx, node.value, tainted):
             tainted.update(n for n in (ctx.name_of(t) for t in node.targets) if n)
     safe = _functions_called_without_grad(ctx)
-    for node in ast.walk(ctx.tree):
+    for node in ctx.nodes:
         kept: ast.AST | None = None
         if (
             isinstance(node, ast.Call)
@@ -261,4 +357,10 @@ def outputs_kept_with_grad(ctx: FileContext) -> Iterator[Finding]:
         )
 
 
-CHECKS = (discarded_to_result, inference_without_no_grad, missing_eval, per_sample_loop, outputs_kept_with_grad)
+CHECKS = (
+    ("SB202", discarded_to_result),
+    ("SB301", inference_without_no_grad),
+    ("SB107", missing_eval),
+    ("SB201", per_sample_loop),
+    ("SB302", outputs_kept_with_grad),
+)

@@ -6,6 +6,7 @@ import ast
 from collections.abc import Iterator
 
 from samebits.linter.checks.common import RANDOM_TENSOR, SEED_CALLS, FileContext, Finding
+from samebits.linter.checks.models import source_of_call
 
 
 def _seeds(ctx: FileContext) -> bool:
@@ -53,15 +54,14 @@ def _creates(ctx: FileContext, call: ast.Call) -> str | None:
         and last not in ("seed", "default_rng", "RandomState", "Generator", "get_state", "set_state")
     ):
         return f"random values ({name})"
-    if name.startswith("torch.nn.") and last[:1].isupper():
-        return f"a model ({last})"
-    if last in ctx.module_classes or name.endswith(("from_pretrained", "create_model")):
+    source = source_of_call(ctx, call)
+    if source is not None and source.train is not None:  # built here, with freshly drawn weights
         return f"a model ({last})"
     return None
 
 
 def seed_after_model(ctx: FileContext) -> Iterator[Finding]:
-    scopes = [ctx.tree] + [n for n in ast.walk(ctx.tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    scopes = [ctx.tree] + [n for n in ctx.nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
     for scope in scopes:
         created: tuple[int, str] | None = None
         for stmt in scope.body:
@@ -94,4 +94,4 @@ def _walk_same_scope(node: ast.AST) -> Iterator[ast.AST]:
                 stack.append(child)
 
 
-CHECKS = (dataloader_workers_unseeded, seed_after_model)
+CHECKS = (("SB104", dataloader_workers_unseeded), ("SB106", seed_after_model))

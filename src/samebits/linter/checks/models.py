@@ -1,0 +1,533 @@
+"""Model recognition, shared by every rule: which names and ``self.`` attributes hold a model,
+where each came from (a source in :data:`LIBRARY` or this file), and whether that source starts
+in training mode. Scopes are Python's: a name bound in a function is that function's, a name
+used but not bound there is the module's, ``self.x`` is its class's in every method."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from samebits.linter.checks.common import FileContext
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+    """Where a model came from. ``train``: True when it starts in training mode (it needs
+    ``.eval()``), False when it is in eval mode already, None when that cannot be told here.
+    ``manages_grad``: the object handles eval and no-grad itself (ultralytics, pipelines)."""
+
+    what: str
+    train: bool | None
+    manages_grad: bool = False
+
+
+NN = Source("a torch.nn layer", True)
+FILE_CLASS = Source("an nn.Module class of this file", True)
+USER_CLASS = Source("a class imported from your package", True)
+TORCHVISION = Source("a torchvision constructor", True)
+TIMM = Source("timm.create_model", True)
+HUB = Source("torch.hub.load", True)
+SCRIPTED = Source("TorchScript", None)
+EXPORTED = Source("torch.export's .module()", None)  # .eval() raises on it in torch 2.13
+PRETRAINED = Source("from_pretrained", False)  # transformers and diffusers return eval mode
+FROM_CONFIG = Source("from_config", True)
+SELF_MANAGED = Source("a predictor that handles eval and grad itself", None, manages_grad=True)
+FACTORY = Source("a model-loading function", None)
+FUNCTION = Source("a function of this file that returns a model", True)
+
+# Library constructors, matched on the dotted name (import aliases resolved). Documented in the
+# rules' "Known limits".
+LIBRARY: tuple[tuple[str, Source], ...] = (
+    ("timm.create_model", TIMM),
+    ("torch.hub.load", HUB),
+    ("torch.jit.load", SCRIPTED),
+    ("torch.jit.script", SCRIPTED),
+    ("torch.jit.trace", SCRIPTED),
+    ("ultralytics.", SELF_MANAGED),
+    ("transformers.pipeline", SELF_MANAGED),
+)
+FACTORY_NAMES = ("create_model", "load_model", "build_model", "get_model")
+NOT_MODEL = re.compile(r"(Tokenizer|Processor|FeatureExtractor|Config|Scheduler|Vocab)\w*$")
+PIPELINE = re.compile(r"Pipeline\w*$")
+# Packages whose capitalised names are not user models (a class imported from elsewhere is).
+KNOWN_PACKAGES = (
+    "torch", "numpy", "PIL", "cv2", "transformers", "diffusers", "datasets", "tokenizers", "sklearn",
+    "pandas", "flask", "fastapi", "pydantic", "typing", "collections", "dataclasses", "pathlib", "argparse",
+    "cog", "gradio", "tqdm", "onnxruntime", "tensorrt", "albumentations", "matplotlib", "scipy", "requests",
+)  # fmt: skip
+EVAL_CHAIN = ("eval", "to", "cuda", "cpu", "half", "float", "double", "bfloat16", "requires_grad_", "share_memory")
+
+
+def binds_eval(value: ast.AST) -> bool:
+    """``Net().to(d).eval()``: the bound value has been put in eval mode."""
+    while (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr in EVAL_CHAIN + ("train",)
+    ):
+        if value.func.attr == "eval" or _train_false(value):
+            return True
+        value = value.func.value
+    return False
+
+
+def _train_false(call: ast.Call) -> bool:
+    return (
+        isinstance(call.func, ast.Attribute)
+        and call.func.attr == "train"
+        and bool(call.args)
+        and isinstance(call.args[0], ast.Constant)
+        and call.args[0].value is False
+    )
+
+
+def is_eval_call(call: ast.AST) -> bool:
+    """``x.eval()`` or ``x.train(False)``."""
+    return (
+        isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and (call.func.attr == "eval" or _train_false(call))
+    )
+
+
+def chain_base(node: ast.AST) -> ast.AST:
+    """``model`` for ``model.to(d).eval()``, ``Net()`` for ``Net().cuda()``: the object before its
+    chain of module methods that return the module itself."""
+    while (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in EVAL_CHAIN + ("train",)
+    ):
+        node = node.func.value
+    return node
+
+
+TORCHVISION_SUBPACKAGES = ("detection", "segmentation", "video", "quantization", "optical_flow")
+
+
+def _torchvision_constructor(rest: list[str]) -> bool:
+    """``resnet50``, ``detection.fasterrcnn_resnet50_fpn``, ``ResNet``: a model; ``*_Weights``,
+    ``get_weight``, ``list_models`` and anything deeper (``X_Weights.DEFAULT.transforms``): not."""
+    if not rest or len(rest) > 2 or (len(rest) == 2 and rest[0] not in TORCHVISION_SUBPACKAGES):
+        return False
+    last = rest[-1]
+    return not (
+        last.startswith("_")
+        or last.endswith(("Weights", "_weights"))
+        or last in ("get_weight", "list_models", "get_model_weights", "get_model_builder")
+    )
+
+
+def source_of_call(ctx: FileContext, call: ast.Call) -> Source | None:
+    """The model source a call is, or None (not a model, or not known to be one)."""
+    name = ctx.dotted(call.func) or ""
+    parts = name.split(".")
+    last = parts[-1]
+    owner = parts[-2] if len(parts) > 1 else ""
+    if last in ("from_pretrained", "from_config", "from_single_file"):
+        if NOT_MODEL.search(owner):
+            return None
+        if PIPELINE.search(owner):
+            return SELF_MANAGED
+        return FROM_CONFIG if last == "from_config" else PRETRAINED
+    if name == "torch.export.load().module" or (last == "module" and "torch.export.load" in name):
+        return EXPORTED
+    if name.startswith("torchvision.models."):
+        return TORCHVISION if _torchvision_constructor(name.split(".")[2:]) else None
+    for prefix, source in LIBRARY:
+        if name == prefix or (prefix.endswith(".") and name.startswith(prefix)):
+            return source
+    if name.startswith(("torch.nn.", "nn.")) and last[:1].isupper():
+        return None if last in ("Parameter", "ParameterList", "ParameterDict", "Identity") else NN
+    if last in ctx.module_classes:
+        return FILE_CLASS
+    if isinstance(call.func, ast.Name) and call.func.id in ctx.user_classes:
+        return USER_CLASS
+    if name.endswith(FACTORY_NAMES):
+        return TIMM if name.endswith("create_model") else FACTORY
+    return None
+
+
+MODULE_METHODS = ("load_state_dict", "eval", "to", "cuda", "parameters", "state_dict", "half")
+
+
+def user_classes(ctx: FileContext, tree: ast.Module) -> set[str]:
+    """Capitalised names imported from the user's own modules (relative imports, or packages not
+    in :data:`KNOWN_PACKAGES`) that this file treats as modules: an instance is
+    ``.load_state_dict``-ed, ``.eval()``-ed or moved with ``.to``/``.cuda``."""
+    imported: set[str] = set()
+    for node in ctx.nodes:
+        if isinstance(node, ast.ImportFrom):
+            top = (node.module or "").split(".")[0]
+            if node.level or (top and top not in KNOWN_PACKAGES and not top.startswith("torch")):
+                imported.update(a.asname or a.name for a in node.names if (a.asname or a.name)[:1].isupper())
+    if not imported:
+        return set()
+
+    def constructed(value: ast.AST) -> str | None:
+        base = chain_base(value)
+        if isinstance(base, ast.Call) and isinstance(base.func, ast.Name) and base.func.id in imported:
+            return base.func.id
+        return None
+
+    instances: dict[str, str] = {}
+    for node in ctx.nodes:
+        if isinstance(node, ast.Assign) and (cls := constructed(node.value)):
+            instances.update({n: cls for n in (ctx.name_of(t) for t in node.targets) if n})
+    used: set[str] = set()
+    for node in ctx.nodes:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MODULE_METHODS:
+            inner = node.func.value
+            cls = constructed(inner) or instances.get(ctx.name_of(chain_base(inner)) or "")
+            if cls:
+                used.add(cls)
+    return used
+
+
+Scope = ast.AST  # a Module, a function, or (for self.x) a class
+Key = tuple[int, str]  # (id of the scope node, "name" or "self.attr")
+FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+TERMINAL = (ast.Return, ast.Raise, ast.Continue, ast.Break)
+
+
+def _same_scope(node: ast.AST):
+    """``ast.walk`` that does not enter nested functions, classes or lambdas."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        for child in ast.iter_child_nodes(current):
+            if not isinstance(child, (*FUNCTIONS, ast.ClassDef, ast.Lambda)):
+                stack.append(child)
+
+
+def _bound_names(function: ast.AST) -> tuple[set[str], set[str]]:
+    """(names bound in ``function``'s own scope, names it declares global)."""
+    bound: set[str] = set()
+    declared: set[str] = set()
+    args = function.args  # type: ignore[attr-defined]
+    bound.update(a.arg for a in args.args + args.kwonlyargs + args.posonlyargs)
+    bound.update(a.arg for a in (args.vararg, args.kwarg) if a is not None)
+    for body in function.body:  # type: ignore[attr-defined]
+        for node in _same_scope(body):
+            if isinstance(node, ast.Global):
+                declared.update(node.names)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                bound.add(node.id)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+            elif isinstance(node, (*FUNCTIONS, ast.ClassDef)) and node is not body:
+                bound.add(node.name)
+    return bound - declared, declared
+
+
+class Models:
+    """The model facts of one file (see the module docstring)."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self.ctx = ctx
+        self.module = ctx.tree
+        self.locals: dict[int, set[str]] = {}
+        self.params: dict[int, set[str]] = {}
+        for node in ctx.nodes:
+            if isinstance(node, FUNCTIONS):
+                self.locals[id(node)] = _bound_names(node)[0]
+                args = node.args
+                self.params[id(node)] = {a.arg for a in args.args + args.kwonlyargs + args.posonlyargs}
+        self.sources: dict[Key, list[Source]] = {}
+        self.classes: dict[Key, str] = {}  # models made by a class of this file: its name
+        self.not_models: set[Key] = set()
+        self.returns: dict[int, list[Source | None]] = {}  # function -> sources of its return value(s)
+        self.methods: dict[int, dict[str, ast.AST]] = {
+            id(c): {f.name: f for f in c.body if isinstance(f, FUNCTIONS)}
+            for c in ctx.nodes
+            if isinstance(c, ast.ClassDef)
+        }
+        self.functions = {f.name: f for f in ctx.tree.body if isinstance(f, FUNCTIONS)}
+        for _ in range(3):  # functions returning models of functions returning models
+            before = dict(self.returns)
+            self._collect()
+            if self.returns == before:
+                break
+        self.evaluated_somewhere = self._evaluated_somewhere()
+
+    # -- where a name lives
+
+    def scope_of(self, node: ast.AST) -> Scope:
+        for parent in self.ctx.ancestors(node):
+            if isinstance(parent, (*FUNCTIONS, ast.Lambda)):
+                return parent
+        return self.module
+
+    def key(self, node: ast.AST) -> Key | None:
+        """The key of a ``name`` or ``self.attr`` expression where it stands."""
+        if isinstance(node, ast.Name):
+            scope = self.scope_of(node)
+            while scope is not self.module and node.id not in self.locals.get(id(scope), set()):
+                scope = self.scope_of(scope)
+            return (id(scope), node.id)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
+            cls = next((p for p in self.ctx.ancestors(node) if isinstance(p, ast.ClassDef)), None)
+            return (id(cls), f"self.{node.attr}") if cls is not None else None
+        return None
+
+    # -- what a value is
+
+    def value_sources(self, value: ast.AST, targets: int = 1) -> list[Source | None]:
+        """The sources of the ``targets`` values an expression gives (a tuple gives several)."""
+        if isinstance(value, ast.Tuple):
+            return [self.value_source(v) for v in value.elts] if len(value.elts) == targets else [None] * targets
+        base = chain_base(value)
+        if isinstance(base, ast.Call):
+            returned = self._returned(base)
+            if returned is not None:
+                return returned if len(returned) == targets else [None] * targets
+        return [self.value_source(value)] + [None] * (targets - 1)
+
+    def value_source(self, value: ast.AST) -> Source | None:
+        base = chain_base(value)
+        if isinstance(base, ast.Call):
+            returned = self._returned(base)
+            if returned is not None:
+                return returned[0] if len(returned) == 1 else None
+            if (self.ctx.dotted(base.func) or "") == "torch.load" and base is value:
+                return FACTORY  # a whole pickled model, or a state dict: known only by its use
+            return source_of_call(self.ctx, base)
+        key = self.key(base)
+        if key is not None and key in self.sources:
+            return self.sources[key][-1]
+        return None
+
+    def _returned(self, call: ast.Call) -> list[Source | None] | None:
+        func = call.func
+        target = None
+        if isinstance(func, ast.Name):
+            target = self.functions.get(func.id)
+        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+            cls = next((p for p in self.ctx.ancestors(call) if isinstance(p, ast.ClassDef)), None)
+            target = self.methods.get(id(cls), {}).get(func.attr) if cls is not None else None
+        if target is None or id(target) not in self.returns:
+            return None
+        return self.returns[id(target)]
+
+    def _collect(self) -> None:
+        for node in self.ctx.nodes:
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    names = target.elts if isinstance(target, ast.Tuple) else [target]
+                    for name, source in zip(names, self.value_sources(node.value, len(names))):
+                        key = self.key(name)
+                        if key is None:
+                            continue
+                        if source is not None:
+                            if source not in self.sources.setdefault(key, []):
+                                self.sources[key].append(source)
+                            if source is FILE_CLASS and len(names) == 1:
+                                self.classes[key] = (self.ctx.dotted(chain_base(node.value).func) or "").rsplit(".")[-1]  # type: ignore[attr-defined]
+                        elif _not_model_value(self.ctx, node.value, len(names)):
+                            self.not_models.add(key)
+        for function in [n for n in self.ctx.nodes if isinstance(n, FUNCTIONS)]:
+            self.returns[id(function)] = self._summary(function)
+
+    def _summary(self, function: ast.AST) -> list[Source | None]:
+        returns: list[tuple[ast.AST, set[Key]]] = []
+        flow = Flow(self, function, on_return=lambda value, state: returns.append((value, state)))
+        flow.run()
+        merged: list[Source | None] | None = None
+        for value, state in returns:
+            parts = value.elts if isinstance(value, ast.Tuple) else [value]
+            sources = []
+            for part in parts:
+                source = self.value_source(part)
+                key = self.key(chain_base(part))
+                if source is not None and source.train and (binds_eval(part) or (key is not None and key in state)):
+                    source = FUNCTION_EVAL
+                elif source is not None and source.train:
+                    source = FUNCTION
+                sources.append(source)
+            if merged is None:
+                merged = sources
+            elif len(merged) == len(sources):
+                merged = [a if a is not None and a.train else b for a, b in zip(merged, sources)]
+        return merged or []
+
+    def _evaluated_somewhere(self) -> set[Key]:
+        keys: set[Key] = set()
+        for node in self.ctx.nodes:
+            if is_eval_call(node):
+                base = chain_base(node.func.value)  # type: ignore[attr-defined]
+                if isinstance(base, ast.Name) and base.id == "self":
+                    cls = next((p for p in self.ctx.ancestors(node) if isinstance(p, ast.ClassDef)), None)
+                    keys.update(k for k in self.sources if cls is not None and k[0] == id(cls))
+                key = self.key(base)
+                if key is not None:
+                    keys.add(key)
+            elif isinstance(node, ast.Assign) and binds_eval(node.value):
+                keys.update(k for k in (self.key(t) for t in node.targets) if k)
+        return keys
+
+    # -- what rules ask
+
+    def source(self, node: ast.AST) -> Source | None:
+        key = self.key(node)
+        found = self.sources.get(key) if key else None
+        return found[-1] if found else None
+
+    def is_model(self, node: ast.AST) -> bool:
+        """A model by its binding, or by its name (``model``, ``net``, ``self.backbone``) unless it is
+        bound to a non-model (a tokenizer, a tensor) or to a predictor that handles grad itself."""
+        from samebits.linter.checks.common import MODULE_NAME
+
+        key = self.key(node)
+        if key is None:
+            return False
+        found = self.sources.get(key)
+        if found:
+            return not all(s.manages_grad for s in found)
+        if key in self.not_models or key[1] in self.ctx.tensors:
+            return False
+        if isinstance(node, ast.Name) and node.id in self.ctx.not_variables:
+            return False
+        return bool(MODULE_NAME.search(key[1].removeprefix("self.")))
+
+    def called_model(self, call: ast.AST) -> ast.AST | None:
+        """The model expression of ``model(x)`` / ``model.forward(x)``, when it is a model."""
+        if not isinstance(call, ast.Call):
+            return None
+        func = call.func
+        if isinstance(func, ast.Attribute) and func.attr == "forward":
+            func = func.value
+        return func if self.ctx.name_of(func) is not None and self.is_model(func) else None
+
+    def class_of(self, node: ast.AST) -> str | None:
+        """The class of this file that made the model ``node`` holds, if one did."""
+        key = self.key(node)
+        return self.classes.get(key) if key else None
+
+    def starts_in_training(self, node: ast.AST) -> bool:
+        key = self.key(node)
+        found = self.sources.get(key) if key else None
+        return bool(found) and any(s.train for s in found)
+
+    def unevaluated_calls(self) -> list[tuple[ast.Call, str]]:
+        """SB107: model calls reached on some path without ``.eval()``, first per model."""
+        found: dict[Key, tuple[ast.Call, str]] = {}
+        scopes = [self.module, *(n for n in self.ctx.nodes if isinstance(n, FUNCTIONS))]
+        for scope in scopes:
+            Flow(self, scope, on_use=lambda call, key, name: found.setdefault(key, (call, name))).run()
+        return sorted(found.values(), key=lambda item: (item[0].lineno, item[0].col_offset))
+
+
+FUNCTION_EVAL = Source("a function of this file that returns it in eval mode", False)
+
+
+def _not_model_value(ctx: FileContext, value: ast.AST, targets: int) -> bool:
+    base = chain_base(value)
+    if isinstance(base, ast.Call):
+        name = ctx.dotted(base.func) or ""
+        parts = name.split(".")
+        return len(parts) > 1 and parts[-1] in ("from_pretrained", "from_config") and bool(NOT_MODEL.search(parts[-2]))
+    return isinstance(value, ast.Constant)
+
+
+class Flow:
+    """One pass over a scope's statements in order, tracking which models of :class:`Models` are
+    in eval mode on every path: ``if`` branches meet (a model is evaluated after them only if it
+    is on each branch that goes on), a loop body may not run, ``return`` ends a path."""
+
+    def __init__(self, models: Models, scope: ast.AST, on_use=None, on_return=None) -> None:
+        self.m, self.scope = models, scope
+        self.on_use, self.on_return = on_use, on_return
+
+    def run(self) -> None:
+        self.block(list(getattr(self.scope, "body", [])), set(), initial=True)
+
+    def evaluated(self, key: Key, state: set[Key]) -> bool:
+        if key in state:
+            return True
+        if key[0] != id(self.scope):  # a global or a self attribute: evaluated anywhere counts
+            return key in self.m.evaluated_somewhere
+        return False
+
+    def block(self, body: list[ast.stmt], state: set[Key], initial: bool = False) -> set[Key] | None:
+        """The state after ``body``, or None when every path through it ended."""
+        current: set[Key] | None = state
+        for stmt in body:
+            if current is None:
+                return None
+            current = self.statement(stmt, current)
+        return current
+
+    def statement(self, stmt: ast.stmt, state: set[Key]) -> set[Key] | None:
+        if isinstance(stmt, (*FUNCTIONS, ast.ClassDef)):
+            return state
+        if isinstance(stmt, ast.If):
+            self.expression(stmt.test, state)
+            ends = [self.block(stmt.body, set(state)), self.block(stmt.orelse, set(state))]
+            going = [s for s in ends if s is not None]
+            return set.intersection(*going) if going else None
+        if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
+            self.expression(stmt.iter if not isinstance(stmt, ast.While) else stmt.test, state)
+            inside = self.block(stmt.body, set(state))
+            after = state & inside if inside is not None else set(state)
+            return self.block(stmt.orelse, after) if stmt.orelse else after
+        if isinstance(stmt, (ast.With, ast.AsyncWith)):
+            for item in stmt.items:
+                self.expression(item.context_expr, state)
+            return self.block(stmt.body, state)
+        if isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+            after = self.block(stmt.body, set(state))  # type: ignore[attr-defined]
+            ends = [after] + [self.block(h.body, set(state)) for h in stmt.handlers]  # type: ignore[attr-defined]
+            going = [s for s in ends if s is not None]
+            merged = set.intersection(*going) if going else None
+            if stmt.finalbody and merged is not None:  # type: ignore[attr-defined]
+                merged = self.block(stmt.finalbody, merged)  # type: ignore[attr-defined]
+            return merged
+        self.expression(stmt, state)
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            for target in targets:
+                names = target.elts if isinstance(target, ast.Tuple) else [target]
+                sources = self.m.value_sources(stmt.value, len(names))
+                for name, source in zip(names, sources):
+                    key = self.m.key(name)
+                    if key is None:
+                        continue
+                    base = self.m.key(chain_base(stmt.value)) if len(names) == 1 else None
+                    carried = base is not None and base != key and base in state
+                    if binds_eval(stmt.value) or carried or (source is not None and not source.train):
+                        state.add(key)
+                    elif base != key:
+                        state.discard(key)
+        if isinstance(stmt, ast.Return):
+            if self.on_return is not None and stmt.value is not None:
+                self.on_return(stmt.value, set(state))
+            return None
+        if isinstance(stmt, TERMINAL):
+            return None
+        return state
+
+    def expression(self, node: ast.AST, state: set[Key]) -> None:
+        calls = sorted(
+            (n for n in _same_scope(node) if isinstance(n, ast.Call)), key=lambda n: (n.lineno, n.col_offset)
+        )
+        for call in calls:
+            if is_eval_call(call):
+                key = self.m.key(chain_base(call.func.value))  # type: ignore[attr-defined]
+                if key is not None:
+                    state.add(key)
+            elif isinstance(call.func, ast.Attribute) and call.func.attr == "train":
+                key = self.m.key(chain_base(call.func.value))
+                if key is not None:
+                    state.discard(key)
+            model = self.m.called_model(call)
+            if model is None or self.on_use is None:
+                continue
+            key = self.m.key(model)
+            if key is not None and self.m.starts_in_training(model) and not self.evaluated(key, state):
+                self.on_use(call, key, self.m.ctx.name_of(model))
