@@ -24,6 +24,7 @@ class Rule:
     why: str
     example: str
     fix: str
+    limits: str = ""  # what a static rule knows and does not (the "Known limits" section)
 
     @property
     def category(self) -> str:
@@ -49,6 +50,7 @@ class Rule:
                 "",
                 "**Use instead.** " + self.fix,
                 "",
+                *(["**Known limits.** " + self.limits, ""] if self.limits else []),
             ]
         )
 
@@ -125,20 +127,21 @@ RULES: tuple[Rule, ...] = (
         "seed-after-model",
         "static",
         "RNGs seeded after the model or random tensors were created",
-        "Finds a seeding call (`torch.manual_seed`, `np.random.seed`, `random.seed`, `seed_everything`, ...) that comes after a model (`nn.X(...)`, an `nn.Module` subclass of the file, `from_pretrained`) or random tensors (`torch.randn`, ...) were created in the same scope.",
+        "Finds a seeding call (`torch.manual_seed`, `np.random.seed`, `random.seed`, `seed_everything`, ...) that comes after a model was built with fresh weights (see Known limits) or random tensors (`torch.randn`, ...) were created in the same scope.",
         "The weights and the random tensors created before the seed come from an unseeded RNG: they change on every run, whatever happens after.",
         """
       model = Net()
       torch.manual_seed(0)
       """,
         "Seed first, then build: `samebits.seed_everything(0)` at the top of the scope, before any model or random tensor.",
+        limits="A model counts as created when it is built here with fresh weights (a `torch.nn` layer, a class of the file or of your package, a torchvision or timm constructor, `from_config`); `from_pretrained`, `torch.load` and `torch.jit.load` bring their own weights.",
     ),
     R(
         "SB107",
         "missing-eval",
         "static",
         "a model used for inference never gets .eval()",
-        "Finds a model variable that the file calls in an inference path (the file uses `no_grad`/`inference_mode` or loads weights, and has no backward pass or optimizer step) but never puts in eval mode (`.eval()` or `.train(False)`).",
+        "Finds the first call of a model (see Known limits for what is a model) that some path reaches without `.eval()` or `.train(False)`, in a file that does inference (it uses `no_grad`/`inference_mode`, loads weights or builds a pretrained model) and has no backward pass or optimizer step.",
         "In training mode Dropout drops random activations and BatchNorm uses (and updates) the batch statistics: the same input gives other outputs on every call, and a sample's output depends on its batch.",
         """
       model = Net()
@@ -147,6 +150,7 @@ RULES: tuple[Rule, ...] = (
           y = model(x)
       """,
         "Call `model.eval()` once after loading (it returns the model: `model = Net().eval()`).",
+        limits="A model is a name or `self.` attribute bound to: a `torch.nn` layer or an `nn.Module` class of the file; a torchvision constructor (`torchvision.models.*`, `.detection`, `.segmentation`, `.video`, `.quantization`, `.optical_flow`); `timm.create_model`; `torch.hub.load`; a transformers/diffusers `*.from_config` (training mode) or `*.from_pretrained` (eval mode already); a class imported from your own package whose instance is `.load_state_dict`-ed, `.eval()`-ed or moved; a function of the file that returns one. Not models: tokenizers, processors, feature extractors, configs, schedulers (`*.from_pretrained` of those); ultralytics models and `transformers.pipeline`/diffusers pipelines, which handle eval and grad themselves. `torch.jit.load`, `torch.load` of a whole model and `torch.export.load(...).module()` keep the mode they were saved in (unknown here). A `self.` attribute is its class's in every method; other names follow Python's scopes. Paths are followed inside each function (branches, loops, early returns, a function returning the model before `.eval()`); for a global or a `self.` attribute, `.eval()` anywhere in the file (class) counts, since the order of calls between functions is not known. A model passed to another function is not followed.",
     ),
     R(
         "SB108",
@@ -178,13 +182,14 @@ RULES: tuple[Rule, ...] = (
         "per-sample-loop",
         "static",
         "model called in a loop on one sample at a time",
-        "Finds a model called inside a `for` loop on a single item: `x.unsqueeze(0)`, `x[None]`, `x[i:i+1]`, `x[i].unsqueeze(0)`.",
+        "Finds a model called inside a loop on a single item: `x.unsqueeze(0)`, `x[None]`, `x[i:i+1]` as its argument, a batch of one made on an earlier line of the loop, or each batch of a `DataLoader` of batch size 1 (the last two over fixed-size inputs).",
         "One sample per forward leaves most of the CPU or GPU idle: a batch of 32 is often 5-10x the throughput. Each call also pays Python and kernel-launch overhead.",
         """
       for image in images:
           out = model(image.unsqueeze(0))
       """,
         "Batch the samples (`model(torch.stack(images))`), or use `samebits.Predictor(model).map(images, batch_size=32)`, which batches with outputs that do not depend on the batch.",
+        limits="A direct `unsqueeze(0)`/`[None]`/`[i:i+1]` argument is found in any loop. A batch of one made on an earlier line of the loop body, and a loop over a `DataLoader` whose batch size is 1 (given or by default, also when a function of the file returns it), are found only when the file's inputs have one fixed size (`Resize((h, w))`, a crop to a size, `cv2.resize(img, (w, h))`): inputs of varying size cannot simply be stacked.",
     ),
     R(
         "SB202",
@@ -213,6 +218,7 @@ RULES: tuple[Rule, ...] = (
           preds.append(model(batch).argmax(1))
       """,
         "Run inference under `with torch.inference_mode():` (or decorate the function with `@torch.inference_mode()`).",
+        limits="A model is a name or `self.` attribute bound to: a `torch.nn` layer or an `nn.Module` class of the file; a torchvision constructor (`torchvision.models.*`, `.detection`, `.segmentation`, `.video`, `.quantization`, `.optical_flow`); `timm.create_model`; `torch.hub.load`; a transformers/diffusers `*.from_config` (training mode) or `*.from_pretrained` (eval mode already); a class imported from your own package whose instance is `.load_state_dict`-ed, `.eval()`-ed or moved; a function of the file that returns one. Not models: tokenizers, processors, feature extractors, configs, schedulers (`*.from_pretrained` of those); ultralytics models and `transformers.pipeline`/diffusers pipelines, which handle eval and grad themselves. `torch.jit.load`, `torch.load` of a whole model and `torch.export.load(...).module()` keep the mode they were saved in (unknown here). A `self.` attribute is its class's in every method; other names follow Python's scopes. Besides, names that say model (`model`, `net`, `encoder`, `self.backbone`, ...) count unless bound to a non-model. Grad counts as off inside `with torch.no_grad()`/`inference_mode()`/`set_grad_enabled(False)`, in functions decorated with them or with a decorator whose name ends in `no_grad` or `inference_mode` (`@smart_inference_mode()`), in functions this file only calls under them, and for a model whose class in this file wraps its whole `forward` in `no_grad`. Grad turned off in another file is not seen.",
     ),
     R(
         "SB302",
@@ -232,12 +238,13 @@ RULES: tuple[Rule, ...] = (
         "unsafe-torch-load",
         "static",
         "torch.load that may unpickle arbitrary code",
-        "Finds `torch.load(..., weights_only=False)`, and a bare `torch.load(path)` in a project that supports torch older than 2.6 (read from `pyproject.toml`, `setup.cfg` or `requirements*.txt`), where the default was to unpickle anything.",
+        "Finds `torch.load(..., weights_only=False)`, and a bare `torch.load(path)` in a project that supports torch older than 2.6 (its metadata, or code written for old torch), where the default was to unpickle anything.",
         "Unpickling runs code chosen by whoever wrote the file: a checkpoint from the internet can execute anything on load.",
         """
       state = torch.load("checkpoint.pt", weights_only=False)
       """,
         "`torch.load(path, weights_only=True)` for tensors and state dicts; safetensors (`safetensors.torch.load_file`) for weights you share.",
+        limits='The torch range comes from the nearest folder up to the repository root (`.git`) whose `pyproject.toml`, `requirements*.txt`, `setup.cfg` or `setup.py` (string literals, never run) has a `torch` requirement; `torchvision`, `torchaudio` or `torch-geometric` lines say nothing. `[tool.samebits.lint] torch = ">=1.13"` sets it explicitly and wins. In-file evidence of old torch (`Variable`, `volatile=`) counts too. With no torch requirement anywhere, a bare `torch.load` is not reported.',
     ),
     R(
         "SB402",
