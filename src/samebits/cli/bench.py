@@ -11,6 +11,9 @@ from rich.table import Column, Table
 
 from samebits.cli import inputs as opts
 from samebits.cli.output import consoles, write_json
+from samebits.runtime.options import BenchOptions
+
+D = BenchOptions()  # the library's defaults, declared once
 
 
 def bench_command(
@@ -19,17 +22,17 @@ def bench_command(
     input_shape: Optional[list[str]] = opts.ShapeOpt,
     dtype: Optional[list[str]] = opts.DtypeOpt,
     int_range: Optional[str] = opts.IntRangeOpt,
-    batch_sizes: str = typer.Option("1,8,32,64", "--batch-sizes", help="Batch sizes to measure."),
-    backends: str = typer.Option("eager,onnxruntime", "--backends", help="Predictor backends, comma-separated."),
+    batch_sizes: str = typer.Option(",".join(map(str, D.batch_sizes)), "--batch-sizes", help="Batch sizes to measure."),
+    backends: str = typer.Option(",".join(D.backends), "--backends", help="Predictor backends, comma-separated."),
     rounds: int = typer.Option(
-        20, "--rounds", help="Interleaved rounds per batch size (fewer when --budget runs out)."
+        D.rounds, "--rounds", help="Interleaved rounds per batch size (fewer when --budget runs out)."
     ),
-    budget: float = typer.Option(3.0, "--budget", help="Seconds of timing per batch size."),
+    budget: float = typer.Option(D.budget, "--budget", help="Seconds of timing per batch size."),
     no_memory: bool = typer.Option(
-        False, "--no-memory", help="Skip peak memory (one fresh process per configuration)."
+        not D.memory, "--no-memory", help="Skip peak memory (one fresh process per configuration)."
     ),
     timeout: float = typer.Option(
-        120.0, "--timeout", help="Seconds a forward may go without progress before the bench ends (exit 2)."
+        D.timeout, "--timeout", help="Seconds a forward may go without progress before the bench ends (exit 2)."
     ),
     json_path: Optional[str] = opts.JsonOpt,
 ) -> None:

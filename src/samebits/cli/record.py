@@ -7,6 +7,9 @@ from typing import Optional
 import typer
 
 from samebits.cli import inputs as opts
+from samebits.golden.options import RecordOptions
+
+D = RecordOptions()  # the library's defaults, declared once
 
 
 def record_command(
@@ -16,10 +19,12 @@ def record_command(
     input_shape: Optional[list[str]] = opts.ShapeOpt,
     dtype: Optional[list[str]] = opts.DtypeOpt,
     int_range: Optional[str] = opts.IntRangeOpt,
-    force: bool = typer.Option(False, "--force", help="Overwrite an existing golden."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the determinism profile (and of random inputs)."),
-    threads: Optional[int] = typer.Option(None, "--threads", min=1, help="Intra-op threads during the run."),
-    no_deterministic: bool = typer.Option(False, "--no-deterministic", help="Run without samebits.deterministic()."),
+    force: bool = typer.Option(D.force, "--force", help="Overwrite an existing golden."),
+    seed: int = typer.Option(D.seed, "--seed", help="Seed of the determinism profile (and of random inputs)."),
+    threads: Optional[int] = typer.Option(D.threads, "--threads", min=1, help="Intra-op threads during the run."),
+    no_deterministic: bool = typer.Option(
+        not D.deterministic, "--no-deterministic", help="Run without samebits.deterministic()."
+    ),
 ) -> None:
     """Pin MODEL's outputs in a golden file.
 

@@ -1,7 +1,20 @@
-"""Goldens: model outputs pinned in one safetensors file, verified later on any machine."""
+"""Goldens: model outputs pinned in one safetensors file, verified later on any machine.
 
-from samebits.golden.format import Golden, read_golden
-from samebits.golden.record import record
-from samebits.golden.verify import VerifyReport, verify
+Names are imported on first use, so ``samebits.golden.options`` (the defaults the CLI shows)
+does not import torch."""
 
-__all__ = ["Golden", "VerifyReport", "read_golden", "record", "verify"]
+from __future__ import annotations
+
+from samebits._lazy import lazy_getattr
+
+_EXPORTS = {
+    "Golden": "samebits.golden.format",
+    "read_golden": "samebits.golden.format",
+    "record": "samebits.golden.record",
+    "RecordOptions": "samebits.golden.options",
+    "VerifyReport": "samebits.golden.verify",
+    "verify": "samebits.golden.verify",
+}
+__all__ = list(_EXPORTS)
+
+__getattr__ = lazy_getattr(__name__, _EXPORTS)

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from samebits.golden.options import RecordOptions
 from samebits._version import __version__
 from samebits.errors import UserError
 from samebits.fingerprint import Fingerprint
@@ -98,15 +99,18 @@ def build_golden(
     return header, tensors
 
 
+_D = RecordOptions()  # the defaults, declared once and shown in the signature
+
+
 def record(
     model_or_spec: Any,
     path: str | os.PathLike[str],
     inputs: Any = None,
     *,
-    force: bool = False,
-    deterministic: bool = True,
-    seed: int = 0,
-    threads: int | None = None,
+    force: bool = _D.force,
+    deterministic: bool = _D.deterministic,
+    seed: int = _D.seed,
+    threads: int | None = _D.threads,
 ) -> Path:
     """Run the model once and write a golden to ``path``; an existing file needs ``force=True``.
 

@@ -1,5 +1,13 @@
-"""The runtime: ``samebits.Predictor``, inference done right by default."""
+"""The runtime: ``samebits.Predictor``, inference done right by default.
 
-from samebits.runtime.predictor import Predictor
+Names are imported on first use, so ``samebits.runtime.options`` (the defaults the CLI shows)
+does not import torch."""
 
-__all__ = ["Predictor"]
+from __future__ import annotations
+
+from samebits._lazy import lazy_getattr
+
+_EXPORTS = {"Predictor": "samebits.runtime.predictor", "BenchOptions": "samebits.runtime.options"}
+__all__ = list(_EXPORTS)
+
+__getattr__ = lazy_getattr(__name__, _EXPORTS)

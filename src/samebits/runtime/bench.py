@@ -11,6 +11,7 @@ from typing import Any
 
 import torch
 
+from samebits.runtime.options import BenchOptions
 from samebits.models import LoadedModel, ModelInputs
 from samebits.models.target import as_loaded, inputs_for, spec_of
 from samebits.runtime.child import ENTRY
@@ -57,15 +58,18 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
+_D = BenchOptions()  # the defaults, declared once and shown in the signature
+
+
 def bench(
     model_or_spec: Any,
     inputs: Any = None,
     *,
-    batch_sizes: tuple[int, ...] = (1, 8, 32, 64),
-    backends: tuple[str, ...] = ("eager", "onnxruntime"),
-    rounds: int = 20,
-    budget: float = 3.0,
-    memory: bool = True,
+    batch_sizes: tuple[int, ...] = _D.batch_sizes,
+    backends: tuple[str, ...] = _D.backends,
+    rounds: int = _D.rounds,
+    budget: float = _D.budget,
+    memory: bool = _D.memory,
     cache_dir: str | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> BenchReport:

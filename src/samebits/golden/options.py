@@ -1,0 +1,15 @@
+"""The knobs of ``samebits record`` and their defaults, declared once for ``record()`` and the CLI."""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordOptions:
+    """The knobs of ``samebits record`` (see its ``--help``)."""
+
+    force: bool = False  # overwrite an existing golden
+    deterministic: bool = True  # run inside samebits.deterministic()
+    seed: int = 0  # of the determinism profile (and of random inputs)
+    threads: int | None = None  # intra-op threads during the run
