@@ -272,15 +272,23 @@ def _module_classes(tree: ast.Module, ctx: FileContext) -> set[str]:
 
 
 def _tensor_names(ctx: FileContext) -> set[str]:
+    """Names bound to a tensor: a ``torch.*`` tensor factory, or arithmetic and method calls on
+    one (``x = (torch.from_numpy(a).float() - mean).unsqueeze(0)``), in the order of the file."""
     names: set[str] = set()
-    for node in ctx.nodes:
-        if isinstance(node, ast.Assign):
-            base = node.value
-            while isinstance(base, ast.Call) and isinstance(base.func, ast.Attribute) and base.func.attr in MOVES:
-                base = base.func.value
-            if isinstance(base, ast.Call) and (ctx.dotted(base.func) or "") in TENSOR_FACTORIES:
-                names.update(n for n in (ctx.name_of(t) for t in node.targets) if n)
+
+    def tensor(value: ast.AST) -> bool:
+        while isinstance(value, ast.Call):
+            if (ctx.dotted(value.func) or "") in TENSOR_FACTORIES:
+                return True
+            if not isinstance(value.func, ast.Attribute):
+                return False
+            value = value.func.value  # any method of a tensor gives a tensor (near enough for SB202)
+        if isinstance(value, ast.BinOp):
+            return tensor(value.left) or tensor(value.right)
+        return isinstance(value, ast.Name) and value.id in names
+
+    assigns = sorted((n for n in ctx.nodes if isinstance(n, ast.Assign)), key=lambda n: (n.lineno, n.col_offset))
+    for node in assigns:
+        if tensor(node.value):
+            names.update(n for n in (ctx.name_of(t) for t in node.targets) if n)
     return names
-
-
-MOVES = ("to", "cuda", "cpu", "half", "float", "requires_grad_")

@@ -15,9 +15,9 @@ DETACHED = ("detach", "item", "tolist", "numpy", "argmax", "argmin")
 def _is_tensorish(ctx: FileContext, node: ast.AST) -> bool:
     name = ctx.name_of(node)
     if name is not None:
-        if name in ctx.tensors:
-            return True
-        return not ctx.models.is_model(node) and bool(TENSOR_NAME.match(name.removeprefix("self.")))
+        if ctx.models.is_model(node):
+            return False
+        return name in ctx.tensors or bool(TENSOR_NAME.match(name.removeprefix("self.")))
     if isinstance(node, ast.Subscript):
         return _is_tensorish(ctx, node.value)
     if isinstance(node, ast.Call):
@@ -46,10 +46,11 @@ def discarded_to_result(ctx: FileContext) -> Iterator[Finding]:
 
 
 def _in_forward(ctx: FileContext, node: ast.AST) -> bool:
+    """Inside a model's own code: a ``forward``, a Lightning step, or any method of a module
+    class (a plain class's ``__call__`` is a caller, not a forward)."""
     for parent in ctx.ancestors(node):
         if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) and parent.name in (
             "forward",
-            "__call__",
             "training_step",
             "validation_step",
             "test_step",
@@ -298,6 +299,8 @@ def _carries_graph(ctx: FileContext, expr: ast.AST, tainted: set[str]) -> bool:
     """Whether ``expr`` is (derived from) a model output that still carries its graph."""
     if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr in DETACHED:
         return False
+    if isinstance(expr, ast.Attribute) and expr.attr == "data":
+        return False  # ``.data`` is the tensor without its graph
     if (
         isinstance(expr, ast.Call)
         and isinstance(expr.func, ast.Name)

@@ -27,6 +27,7 @@ class Source:
 
 NN = Source("a torch.nn layer", True)
 FILE_CLASS = Source("an nn.Module class of this file", True)
+SELF_EVAL_CLASS = Source("a class of this file that puts itself in eval mode", False)
 USER_CLASS = Source("a class imported from your package", True)
 TORCHVISION = Source("a torchvision constructor", True)
 TIMM = Source("timm.create_model", True)
@@ -144,12 +145,26 @@ def source_of_call(ctx: FileContext, call: ast.Call) -> Source | None:
     if name.startswith(("torch.nn.", "nn.")) and last[:1].isupper():
         return None if last in ("Parameter", "ParameterList", "ParameterDict", "Identity") else NN
     if last in ctx.module_classes:
-        return FILE_CLASS
+        return SELF_EVAL_CLASS if last in self_eval_classes(ctx) else FILE_CLASS
     if isinstance(call.func, ast.Name) and call.func.id in ctx.user_classes:
         return USER_CLASS
     if name.endswith(FACTORY_NAMES):
         return TIMM if name.endswith("create_model") else FACTORY
     return None
+
+
+def self_eval_classes(ctx: FileContext) -> set[str]:
+    """Module classes of this file whose ``__init__`` calls ``self.eval()`` (or ``train(False)``)."""
+    found = set()
+    for cls in ctx.nodes:
+        if isinstance(cls, ast.ClassDef) and cls.name in ctx.module_classes:
+            init = next((f for f in cls.body if isinstance(f, FUNCTIONS) and f.name == "__init__"), None)
+            if init is not None and any(
+                is_eval_call(n) and isinstance(n.func.value, ast.Name) and n.func.value.id == "self"  # type: ignore[attr-defined]
+                for n in ast.walk(init)
+            ):
+                found.add(cls.name)
+    return found
 
 
 MODULE_METHODS = ("load_state_dict", "eval", "to", "cuda", "parameters", "state_dict", "half")
@@ -327,7 +342,7 @@ class Models:
                         if source is not None:
                             if source not in self.sources.setdefault(key, []):
                                 self.sources[key].append(source)
-                            if source is FILE_CLASS and len(names) == 1:
+                            if source in (FILE_CLASS, SELF_EVAL_CLASS) and len(names) == 1:
                                 self.classes[key] = (self.ctx.dotted(chain_base(node.value).func) or "").rsplit(".")[-1]  # type: ignore[attr-defined]
                         elif _not_model_value(self.ctx, node.value, len(names)):
                             self.not_models.add(key)
