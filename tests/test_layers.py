@@ -13,7 +13,7 @@ LAYERS: list[set[str]] = [
     {"__main__"},
     {"cli", "bootstrap"},
     {"pytest_plugin"},  # integrations
-    {"checker", "diagnosis", "linter", "golden", "runner"},  # capabilities
+    {"checker", "diagnosis", "linter", "golden", "runner", "serve"},  # capabilities
     {"runtime"},
     {"measure", "rules"},
     {"models"},

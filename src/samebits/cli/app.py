@@ -13,7 +13,7 @@ from typing import Optional
 import typer
 
 from samebits._version import __version__
-from samebits.cli import bench, cache, check, demo, doctor, env, lint, record, run, verify
+from samebits.cli import bench, cache, check, demo, doctor, env, lint, record, run, serve, verify
 from samebits.errors import UserError, first_line
 
 app = typer.Typer(
@@ -59,6 +59,7 @@ env.register(app)
 run.register(app)
 demo.register(app)
 cache.register(app)
+serve.register(app)
 
 
 def _terminate(signum: int, frame: object) -> None:

@@ -1,0 +1,284 @@
+"""The HTTP application (FastAPI): the Open Inference Protocol's endpoints over one
+:class:`~samebits.serve.batcher.Batcher`, Prometheus metrics, and errors as ``{"error": "..."}``."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import torch
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from samebits._version import __version__
+from samebits.serve.batcher import Batcher, Draining, ForwardFailed, QueueFull, TimedOut
+from samebits.serve.options import ServeOptions
+from samebits.serve.protocol import HEADER_LENGTH, ProtocolError, decode_tensor, encode_outputs, parameters, parse_body
+from samebits.serve.signature import Signature
+
+# The request body of /infer as the protocol defines it, for the OpenAPI schema (the handler reads
+# the raw body itself: the binary extension is not JSON, and errors are 400, not 422).
+TENSOR_SCHEMA = {
+    "type": "object",
+    "required": ["name", "shape", "datatype"],
+    "properties": {
+        "name": {"type": "string"},
+        "shape": {"type": "array", "items": {"type": "integer", "minimum": 0}},
+        "datatype": {"enum": ["BOOL", "UINT8", "INT8", "INT16", "INT32", "INT64", "FP16", "BF16", "FP32", "FP64"]},
+        "parameters": {"type": "object"},
+        "data": {"type": "array"},
+    },
+}
+INFER_SCHEMA = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "required": ["inputs"],
+                    "properties": {
+                        "id": {"type": "string"},
+                        "parameters": {"type": "object"},
+                        "inputs": {"type": "array", "items": TENSOR_SCHEMA},
+                        "outputs": {
+                            "type": "array",
+                            "items": {
+                                "type": "object",
+                                "required": ["name"],
+                                "properties": {"name": {"type": "string"}, "parameters": {"type": "object"}},
+                            },
+                        },
+                    },
+                }
+            }
+        },
+    }
+}
+
+
+class HTTPError(Exception):
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status, self.headers = status, headers or {}
+
+
+class Metrics:
+    """Prometheus series of one app (its own registry, so apps in one process do not collide)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter("samebits_requests", "Inference requests by status", ["status"], registry=self.registry)
+        self.queue = Gauge("samebits_queue_rows", "Rows waiting for the worker", registry=self.registry)
+        self.batch = Histogram(
+            "samebits_batch_rows",
+            "Rows per forward",
+            buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256),
+            registry=self.registry,
+        )
+        self.latency = Histogram("samebits_request_seconds", "Request latency", registry=self.registry)
+
+
+def _rows_of(tensors: dict[str, torch.Tensor], signature: Signature) -> int:
+    expected = {s.name: s for s in signature.inputs}
+    missing = sorted(set(expected) - set(tensors))
+    unknown = sorted(set(tensors) - set(expected))
+    if missing or unknown:
+        raise ProtocolError(
+            f"inputs must be {', '.join(expected)}"
+            + (f"; missing {', '.join(missing)}" if missing else "")
+            + (f"; unknown {', '.join(unknown)}" if unknown else "")
+        )
+    rows = set()
+    for name, t in tensors.items():
+        spec = expected[name]
+        if t.dtype != spec.dtype:
+            raise ProtocolError(f"input {name} must be {spec.metadata()['datatype']}")
+        if t.dim() != len(spec.row_shape) + 1 or tuple(t.shape[1:]) != spec.row_shape:
+            raise ProtocolError(f"input {name} must have shape {[-1, *spec.row_shape]}, not {list(t.shape)}")
+        rows.add(t.shape[0])
+    if len(rows) != 1 or 0 in rows:
+        raise ProtocolError("every input must hold the same number of rows, at least 1")
+    return rows.pop()
+
+
+def _requested(request: dict[str, Any], signature: Signature) -> tuple[list[str], set[str]]:
+    """The output names to answer with, and those to send in binary."""
+    everything = [s.name for s in signature.outputs]
+    all_binary = bool(parameters(request, "the request").get("binary_data_output", False))
+    wanted = request.get("outputs")
+    if wanted is None:
+        return everything, set(everything) if all_binary else set()
+    if not isinstance(wanted, list) or not all(isinstance(o, dict) and isinstance(o.get("name"), str) for o in wanted):
+        raise ProtocolError("'outputs' must be a list of objects with a 'name'")
+    names = [o["name"] for o in wanted]
+    unknown = [n for n in names if n not in everything]
+    if unknown:
+        raise ProtocolError(f"unknown output(s) {', '.join(unknown)}; this model gives {', '.join(everything)}")
+    binary = {o["name"] for o in wanted if parameters(o, f"output {o['name']}").get("binary_data", all_binary)}
+    return names, binary
+
+
+def create_app(
+    predictor: Any,
+    signature: Signature,
+    *,
+    name: str,
+    options: ServeOptions = ServeOptions(),
+) -> FastAPI:
+    """The server for one Predictor. Mount it into an existing app, or run it with
+    :func:`samebits.serve.server.serve`."""
+    metrics = Metrics()
+    batcher = Batcher(
+        predictor.predict,
+        max_batch_size=options.max_batch_size,
+        max_wait_ms=options.max_wait_ms,
+        max_queue=options.max_queue,
+        timeout_s=options.timeout_s,
+        on_batch=lambda rows, seconds: metrics.batch.observe(rows),
+    )
+    limit = int(options.max_body_mb * 1024 * 1024)
+    fingerprint = hashlib.sha256(json.dumps(predictor.fingerprint, sort_keys=True, default=str).encode()).hexdigest()
+    model_metadata = {
+        "name": name,
+        "versions": ["1"],
+        "platform": "pytorch",
+        "inputs": [s.metadata() for s in signature.inputs],
+        "outputs": [s.metadata() for s in signature.outputs],
+        "parameters": {
+            "samebits": {
+                "backend": predictor.backend,
+                "invariance": predictor.invariance.scheme,
+                "verified_batch_sizes": list(predictor.invariance.sizes),
+                "max_batch_size": options.max_batch_size,
+                "fingerprint_sha256": fingerprint,
+            }
+        },
+    }
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await batcher.start()
+        yield
+        await batcher.close()
+
+    app = FastAPI(title="samebits serve", version=__version__, lifespan=lifespan)
+    app.state.batcher = batcher
+    app.state.model_name = name
+
+    @app.exception_handler(HTTPError)
+    async def _error(request: Request, exc: HTTPError) -> JSONResponse:
+        return JSONResponse({"error": str(exc)}, status_code=exc.status, headers=exc.headers)
+
+    def ready() -> bool:
+        return not batcher.draining
+
+    def known(model_name: str) -> None:
+        if model_name != name:
+            raise HTTPError(404, f"unknown model {model_name!r}; this server serves {name!r}")
+
+    @app.get("/v2")
+    async def server_metadata() -> dict[str, Any]:
+        return {"name": "samebits", "version": __version__, "extensions": ["binary_tensor_data"]}
+
+    @app.get("/v2/health/live")
+    async def live() -> dict[str, bool]:
+        return {"live": True}
+
+    @app.get("/v2/health/ready")
+    async def server_ready() -> JSONResponse:
+        return JSONResponse({"ready": ready()}, status_code=200 if ready() else 503)
+
+    @app.get("/v2/models/{model_name}")
+    async def metadata(model_name: str) -> dict[str, Any]:
+        known(model_name)
+        return model_metadata
+
+    @app.get("/v2/models/{model_name}/ready")
+    async def model_ready(model_name: str) -> JSONResponse:
+        known(model_name)
+        return JSONResponse({"name": name, "ready": ready()}, status_code=200 if ready() else 503)
+
+    @app.get("/metrics")
+    async def prometheus() -> Response:
+        metrics.queue.set(batcher.queued_rows)
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.post("/v2/models/{model_name}/infer", openapi_extra=INFER_SCHEMA)
+    async def infer(model_name: str, request: Request) -> Response:
+        started = time.monotonic()
+        status = 200
+        try:
+            known(model_name)
+            return await _infer(request)
+        except HTTPError as exc:
+            status = exc.status
+            raise
+        finally:
+            metrics.requests.labels(str(status)).inc()
+            metrics.latency.observe(time.monotonic() - started)
+
+    async def _body(request: Request) -> bytes:
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            raise HTTPError(413, f"the body is {int(declared)} bytes; the limit is {limit} (--max-body-mb)")
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise HTTPError(413, f"the body is over {limit} bytes (--max-body-mb)")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def _infer(request: Request) -> Response:
+        body = await _body(request)
+        try:
+            parsed, binary = parse_body(body, request.headers.get(HEADER_LENGTH.lower()))
+            specs = parsed.get("inputs")
+            if not isinstance(specs, list) or not specs:
+                raise ProtocolError("'inputs' must be a non-empty list")
+            tensors, offset = {}, 0
+            for spec in specs:
+                tensor_name, tensor, offset = decode_tensor(spec, binary, offset)
+                if tensor_name in tensors:
+                    raise ProtocolError(f"input {tensor_name} is given twice")
+                tensors[tensor_name] = tensor
+            if offset != len(binary):
+                raise ProtocolError(f"{len(binary) - offset} binary bytes follow the last binary input")
+            _rows_of(tensors, signature)
+            names, binary_out = _requested(parsed, signature)
+            request_id = parsed.get("id")
+            if request_id is not None and not isinstance(request_id, str):
+                raise ProtocolError("'id' must be a string")
+        except ProtocolError as exc:
+            raise HTTPError(400, str(exc)) from None
+        try:
+            output = await batcher.submit(signature.arguments(tensors))
+        except QueueFull as exc:
+            raise HTTPError(503, f"the queue is full: {exc}", {"Retry-After": "1"}) from None
+        except Draining as exc:
+            raise HTTPError(503, str(exc), {"Retry-After": "1"}) from None
+        except TimedOut as exc:
+            raise HTTPError(504, str(exc)) from None
+        except ForwardFailed as exc:
+            raise HTTPError(500, f"the model's forward failed: {exc}") from None
+        named = signature.named_outputs(output)
+        entries, chunks = encode_outputs({n: named[n] for n in names}, binary_out)
+        answer: dict[str, Any] = {"model_name": name, "model_version": "1", "outputs": entries}
+        if request_id is not None:
+            answer["id"] = request_id
+        head = json.dumps(answer).encode()
+        if not chunks:
+            return Response(head, media_type="application/json")
+        return Response(
+            head + b"".join(chunks),
+            media_type="application/octet-stream",
+            headers={HEADER_LENGTH: str(len(head))},
+        )
+
+    return app

@@ -1,0 +1,157 @@
+"""The dynamic batcher: requests (each one or more rows) are joined into one batch and run
+through one :class:`~samebits.runtime.Predictor` in one worker thread, off the event loop.
+
+An idle worker takes what is queued at once (no wait at concurrency 1); while it is busy, new
+requests queue, and when it is done it takes up to ``max_batch_size`` rows, waiting at most
+``max_wait_ms`` for more only when the queue filled during the last batch. The Predictor runs
+only batch sizes it has verified, so every row's bits equal ``predict_one`` on that sample,
+whatever else shared its batch."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from samebits.errors import first_line
+from samebits.measure.batching import batch_size_of, concat_batches, output_rows
+from samebits.models.inputs import ModelInputs
+
+
+class QueueFull(RuntimeError):
+    """More rows are queued than ``max_queue`` allows (status 503, Retry-After)."""
+
+
+class TimedOut(RuntimeError):
+    """The request waited in the queue longer than ``timeout_s`` (status 504)."""
+
+
+class ForwardFailed(RuntimeError):
+    """The forward of this request's batch raised (status 500); other batches are not affected."""
+
+
+class Draining(RuntimeError):
+    """The server is shutting down and takes no new requests (status 503)."""
+
+
+@dataclasses.dataclass
+class _Item:
+    inputs: ModelInputs
+    rows: int
+    future: asyncio.Future[Any]
+    queued: float
+
+
+class Batcher:
+    """Batch requests for one Predictor (``predict(batch) -> output``, rows along dim 0)."""
+
+    def __init__(
+        self,
+        predict: Callable[[ModelInputs], Any],
+        *,
+        max_batch_size: int,
+        max_wait_ms: float = 1.0,
+        max_queue: int = 1024,
+        timeout_s: float = 30.0,
+        on_batch: Callable[[int, float], None] | None = None,
+    ) -> None:
+        self.predict = predict
+        self.max_batch_size, self.max_wait = max_batch_size, max_wait_ms / 1000.0
+        self.max_queue, self.timeout = max_queue, timeout_s
+        self.on_batch = on_batch or (lambda rows, seconds: None)
+        self.queue: deque[_Item] = deque()
+        self.queued_rows = 0
+        self.busy = False
+        self.draining = False
+        self._wake: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._idle: asyncio.Event | None = None
+        self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="samebits-worker")
+
+    async def start(self) -> None:
+        self._wake, self._idle = asyncio.Event(), asyncio.Event()
+        self._idle.set()
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def submit(self, inputs: ModelInputs) -> Any:
+        """The output rows for ``inputs`` (a batch of one or more rows), as the Predictor gives them."""
+        if self.draining:
+            raise Draining("the server is shutting down")
+        if self._task is None:  # mounted in another app, whose lifespan does not start ours
+            await self.start()
+        rows = batch_size_of(inputs) or 1
+        if self.queued_rows + rows > self.max_queue:
+            raise QueueFull(f"{self.queued_rows} rows are queued (--max-queue {self.max_queue})")
+        assert self._wake is not None and self._idle is not None
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.queue.append(_Item(inputs, rows, future, time.monotonic()))
+        self.queued_rows += rows
+        self._idle.clear()
+        self._wake.set()
+        return await future
+
+    async def drain(self) -> None:
+        """Take no new requests; return when every queued and running request is answered."""
+        self.draining = True
+        if self._idle is not None:
+            await self._idle.wait()
+
+    async def close(self) -> None:
+        await self.drain()
+        if self._task is not None:
+            self._task.cancel()
+        self._executor.shutdown(wait=True)
+
+    def _take(self) -> list[_Item]:
+        batch: list[_Item] = []
+        rows = 0
+        now = time.monotonic()
+        while self.queue and (not batch or rows + self.queue[0].rows <= self.max_batch_size):
+            item = self.queue.popleft()
+            self.queued_rows -= item.rows
+            if item.future.done():  # the client went away
+                continue
+            if now - item.queued > self.timeout:
+                item.future.set_exception(TimedOut(f"waited {now - item.queued:.1f} s in the queue (--timeout-s)"))
+                continue
+            batch.append(item)
+            rows += item.rows
+        return batch
+
+    async def _run(self) -> None:
+        assert self._wake is not None and self._idle is not None
+        loop = asyncio.get_running_loop()
+        under_load = False
+        while True:
+            if not self.queue:
+                self._idle.set()
+                self._wake.clear()
+                await self._wake.wait()
+                under_load = False
+            if under_load and self.max_wait > 0 and self.queued_rows < self.max_batch_size:
+                await asyncio.sleep(self.max_wait)  # the queue filled during the last batch: let it fill a little more
+            batch = self._take()
+            if not batch:
+                continue
+            self.busy = True
+            started = time.monotonic()
+            try:
+                joined = concat_batches([b.inputs for b in batch]) if len(batch) > 1 else batch[0].inputs
+                output = await loop.run_in_executor(self._executor, self.predict, joined)
+                total, start = sum(b.rows for b in batch), 0
+                for item in batch:
+                    if not item.future.done():
+                        item.future.set_result(output_rows(output, start, start + item.rows, total))
+                    start += item.rows
+            except Exception as exc:  # only this batch fails; the server stays up
+                for item in batch:
+                    if not item.future.done():
+                        item.future.set_exception(ForwardFailed(first_line(exc, with_type=True)))
+            finally:
+                self.busy = False
+                self.on_batch(sum(b.rows for b in batch), time.monotonic() - started)
+            under_load = bool(self.queue)

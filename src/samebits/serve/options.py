@@ -1,0 +1,21 @@
+"""The knobs of ``samebits serve`` and their defaults, declared once for the library and the CLI.
+Imports no torch, so ``--help`` stays fast."""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class ServeOptions:
+    """The knobs of ``samebits serve`` (see its ``--help``)."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    backend: str = "eager"
+    max_batch_size: int = 32  # rows per forward; the Predictor verifies the sizes up to this
+    max_wait_ms: float = 1.0  # extra wait for rows, only when the queue filled during the last batch
+    max_queue: int = 1024  # rows queued before new requests get 503
+    timeout_s: float = 30.0  # a request still queued after this gets 504
+    max_body_mb: float = 64.0  # larger request bodies get 413
+    name: str | None = None  # the model's name in the URLs (default: from MODEL)

@@ -1,0 +1,156 @@
+"""The Open Inference Protocol (KServe v2 REST) tensors: JSON ``{"name", "shape", "datatype",
+"data"}`` and the binary tensor extension (a JSON header of ``Inference-Header-Content-Length``
+bytes, then each binary tensor's raw little-endian bytes in order). Every problem with a request
+is one :class:`ProtocolError` line, answered with status 400."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+HEADER_LENGTH = "Inference-Header-Content-Length"
+
+DATATYPES: dict[str, torch.dtype] = {
+    "BOOL": torch.bool,
+    "UINT8": torch.uint8,
+    "INT8": torch.int8,
+    "INT16": torch.int16,
+    "INT32": torch.int32,
+    "INT64": torch.int64,
+    "FP16": torch.float16,
+    "BF16": torch.bfloat16,
+    "FP32": torch.float32,
+    "FP64": torch.float64,
+}
+NAMES = {dtype: name for name, dtype in DATATYPES.items()}
+
+
+class ProtocolError(ValueError):
+    """A request that does not follow the protocol or this model's signature (status 400)."""
+
+
+def datatype_of(dtype: torch.dtype) -> str:
+    if dtype not in NAMES:
+        raise ProtocolError(f"a {dtype} tensor has no datatype in the inference protocol")
+    return NAMES[dtype]
+
+
+def parse_body(body: bytes, header_length: str | None) -> tuple[dict[str, Any], bytes]:
+    """The request's JSON object and the binary part after it (empty without the extension)."""
+    if header_length is not None:
+        try:
+            n = int(header_length)
+        except ValueError:
+            raise ProtocolError(f"{HEADER_LENGTH} must be an integer, not {header_length!r}") from None
+        if not 0 <= n <= len(body):
+            raise ProtocolError(f"{HEADER_LENGTH} is {n}, but the body has {len(body)} bytes")
+        head, binary = body[:n], body[n:]
+    else:
+        head, binary = body, b""
+    try:
+        request = json.loads(head)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ProtocolError(f"the request is not JSON: {exc.msg if hasattr(exc, 'msg') else exc}") from None
+    if not isinstance(request, dict):
+        raise ProtocolError("the request must be a JSON object with 'inputs'")
+    unknown = sorted(set(request) - {"id", "parameters", "inputs", "outputs"})
+    if unknown:
+        raise ProtocolError(f"unknown request field(s) {', '.join(unknown)}; known: id, parameters, inputs, outputs")
+    return request, binary
+
+
+def parameters(obj: dict[str, Any], where: str) -> dict[str, Any]:
+    """The ``parameters`` object of a request, input or output (``{}`` when absent)."""
+    value = obj.get("parameters")
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ProtocolError(f"{where}: 'parameters' must be an object")
+    return value
+
+
+def _flatten(data: Any) -> list[Any]:
+    """Row-major flat list of ``data`` (the protocol allows nested lists)."""
+    if not isinstance(data, list):
+        return [data]
+    out: list[Any] = []
+    stack = [iter(data)]
+    while stack:
+        for item in stack[-1]:
+            if isinstance(item, list):
+                stack.append(iter(item))
+                break
+            out.append(item)
+        else:
+            stack.pop()
+    return out
+
+
+def decode_tensor(spec: Any, binary: bytes, offset: int) -> tuple[str, torch.Tensor, int]:
+    """One request input: (name, tensor, the binary offset after it)."""
+    if not isinstance(spec, dict):
+        raise ProtocolError("each input must be an object with name, shape, datatype and data")
+    name = spec.get("name")
+    shape = spec.get("shape")
+    datatype = spec.get("datatype")
+    if not isinstance(name, str) or not name:
+        raise ProtocolError("an input has no 'name'")
+    if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+        raise ProtocolError(f"input {name}: 'shape' must be a list of non-negative integers")
+    if not isinstance(datatype, str) or datatype not in DATATYPES:
+        raise ProtocolError(f"input {name}: datatype {datatype!r} is not one of {', '.join(DATATYPES)}")
+    dtype = DATATYPES[datatype]
+    count = math.prod(shape)
+    size = parameters(spec, f"input {name}").get("binary_data_size")
+    if size is not None:
+        itemsize = torch.empty(0, dtype=dtype).element_size()
+        if not isinstance(size, int) or size != count * itemsize:
+            raise ProtocolError(f"input {name}: binary_data_size {size!r} is not {count} x {itemsize} bytes")
+        if offset + size > len(binary):
+            raise ProtocolError(f"input {name}: the body ends before its {size} binary bytes")
+        raw = bytearray(binary[offset : offset + size])
+        tensor = torch.frombuffer(raw, dtype=dtype) if size else torch.empty(0, dtype=dtype)
+        return name, tensor.reshape(shape), offset + size
+    if "data" not in spec:
+        raise ProtocolError(f"input {name}: no 'data' (and no binary_data_size)")
+    flat = _flatten(spec["data"])
+    if len(flat) != count:
+        raise ProtocolError(f"input {name}: shape {shape} holds {count} values, data has {len(flat)}")
+    if not all(_fits(v, datatype) for v in flat):
+        raise ProtocolError(f"input {name}: data holds values that are not {datatype}")
+    try:
+        array = np.asarray(flat, dtype=np.float32 if datatype == "BF16" else None)
+        tensor = torch.as_tensor(array).to(dtype) if count else torch.empty(0, dtype=dtype)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise ProtocolError(f"input {name}: data is not {datatype}: {exc}") from None
+    return name, tensor.reshape(shape), offset
+
+
+def _fits(value: Any, datatype: str) -> bool:
+    if datatype == "BOOL":
+        return isinstance(value, bool)
+    if isinstance(value, bool):
+        return False
+    if datatype.startswith(("FP", "BF")):
+        return isinstance(value, (int, float))
+    return isinstance(value, int)
+
+
+def encode_outputs(outputs: dict[str, torch.Tensor], binary: set[str]) -> tuple[list[dict[str, Any]], list[bytes]]:
+    """Response outputs as protocol objects, and the raw bytes of those sent in binary, in order."""
+    entries, chunks = [], []
+    for name, tensor in outputs.items():
+        t = tensor.detach().cpu().contiguous()
+        entry: dict[str, Any] = {"name": name, "datatype": datatype_of(t.dtype), "shape": list(t.shape)}
+        if name in binary:
+            raw = t.view(torch.int16).numpy().tobytes() if t.dtype == torch.bfloat16 else t.numpy().tobytes()
+            entry["parameters"] = {"binary_data_size": len(raw)}
+            chunks.append(raw)
+        else:
+            entry["data"] = t.float().reshape(-1).tolist() if t.dtype == torch.bfloat16 else t.reshape(-1).tolist()
+        entries.append(entry)
+    return entries, chunks

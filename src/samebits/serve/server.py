@@ -1,0 +1,87 @@
+"""Run the server: build the Predictor (calibrated before the port opens, so the server is ready
+when it listens), then uvicorn. samebits owns SIGTERM and SIGINT: new requests get 503, queued and
+running ones are answered, then the process exits 0 (uvicorn alone re-raises the signal)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import signal
+from collections.abc import Callable
+from typing import Any
+
+from samebits.errors import UserError
+from samebits.serve.options import ServeOptions
+
+
+def model_name(spec: str) -> str:
+    """A URL-safe name from a MODEL spec: ``demo:mlp`` -> ``mlp``, ``models.py:resnet18`` -> ``resnet18``."""
+    tail = re.split(r"[:/\\]", spec.rstrip("/\\"))[-1]
+    tail = re.sub(r"\.(py|pt|pt2|onnx)$", "", tail)
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", tail) or "model"
+
+
+def build(model_or_spec: Any, inputs: Any = None, options: ServeOptions = ServeOptions()) -> tuple[Any, Any, Any]:
+    """(app, predictor, signature) for a model: the Predictor is created and calibrated here."""
+    from samebits.models.target import as_loaded, inputs_for
+    from samebits.runtime.predictor import Predictor
+    from samebits.serve.app import create_app
+    from samebits.serve.signature import signature_of
+
+    loaded = as_loaded(model_or_spec)
+    example = inputs_for(loaded, inputs, hint="samebits serve needs example inputs to calibrate")
+    predictor = Predictor(
+        loaded, backend=options.backend, max_batch_size=options.max_batch_size, example_inputs=example
+    )
+    try:
+        signature = signature_of(predictor.model, predictor._example, predictor.predict(predictor._example))
+    except Exception:
+        predictor.close()
+        raise
+    name = options.name or model_name(loaded.spec)
+    return create_app(predictor, signature, name=name, options=options), predictor, signature
+
+
+def serve(app: Any, options: ServeOptions = ServeOptions(), on_ready: Callable[[int], None] | None = None) -> None:
+    """Serve ``app`` until SIGTERM or SIGINT, then drain and return. ``on_ready(port)`` is called
+    once the port is open (the bound port, also for ``port=0``)."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self):  # type: ignore[override]
+            yield  # samebits installs its own handlers below
+
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets)
+            if self.started and on_ready is not None:
+                on_ready(self.servers[0].sockets[0].getsockname()[1] if self.servers else options.port)
+
+    config = uvicorn.Config(app, host=options.host, port=options.port, log_level="warning", lifespan="on")
+    server = Server(config)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        stopping = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stopping.set)
+        task = loop.create_task(server.serve())
+        waiter = loop.create_task(stopping.wait())
+        done, _ = await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        if task in done:
+            waiter.cancel()
+            task.result()
+            return
+        await app.state.batcher.drain()  # new requests get 503; queued and running ones finish
+        server.should_exit = True
+        await task
+
+    try:
+        asyncio.run(main())
+    except OSError as exc:
+        raise UserError(f"cannot serve on {options.host}:{options.port}: {exc.strerror or exc}") from None
+    except SystemExit as exc:  # uvicorn exits 1 when it cannot bind (the error is logged above)
+        if exc.code not in (0, None):
+            raise UserError(f"cannot serve on {options.host}:{options.port} (is the port in use?)") from None
+        raise

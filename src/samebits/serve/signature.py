@@ -1,0 +1,96 @@
+"""What a served model takes and gives, named for the protocol: inputs from the forward's
+signature (``x``, ``input_ids``) or the example's keywords, outputs from the output tree's paths
+(``logits``, ``output_0``), each with its datatype and its shape per row (-1 for the batch)."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+from typing import Any
+
+import torch
+
+from samebits.errors import UserError
+from samebits.models.inputs import ModelInputs
+from samebits.serve.protocol import ProtocolError, datatype_of
+from samebits.tensors.tree import flatten
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorSpec:
+    name: str
+    dtype: torch.dtype
+    row_shape: tuple[int, ...]  # the shape without the batch dim
+
+    def metadata(self) -> dict[str, Any]:
+        return {"name": self.name, "datatype": datatype_of(self.dtype), "shape": [-1, *self.row_shape]}
+
+
+@dataclasses.dataclass(frozen=True)
+class Signature:
+    inputs: list[TensorSpec]
+    positional: int  # how many of the inputs are positional arguments (the rest are keywords)
+    outputs: list[TensorSpec]
+    paths: dict[str, str]  # output name -> path in the output tree
+
+    def arguments(self, tensors: dict[str, torch.Tensor]) -> ModelInputs:
+        """The forward's arguments from a request's named tensors (already checked)."""
+        args = tuple(tensors[s.name] for s in self.inputs[: self.positional])
+        kwargs = {s.name: tensors[s.name] for s in self.inputs[self.positional :]}
+        return ModelInputs(args, kwargs)
+
+    def named_outputs(self, output: Any) -> dict[str, torch.Tensor]:
+        leaves = flatten(output)
+        return {name: leaves[path] for name, path in self.paths.items()}
+
+
+def output_name(path: str, index: int) -> str:
+    """``.logits`` -> ``logits``, ``[0]`` -> ``output_0``, ``.cache[1].values`` -> ``cache.1.values``."""
+    name = re.sub(r"\[(\d+)\]", r".\1", path).strip(".")
+    name = re.sub(r"\['([^']*)'\]", r".\1", name).strip(".")
+    if not name or name[0].isdigit():
+        return f"output_{name or index}"
+    return name
+
+
+def _argument_names(model: Any, n: int) -> list[str]:
+    forward = getattr(model, "forward", model)
+    try:
+        params = [
+            p.name
+            for p in inspect.signature(forward).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+    except (TypeError, ValueError):
+        params = []
+    return [params[i] if i < len(params) else f"input_{i}" for i in range(n)]
+
+
+def signature_of(model: Any, example: ModelInputs, output: Any) -> Signature:
+    """The signature of ``model`` from one example batch and its output; a model whose inputs or
+    outputs are not tensors with a batch dim 0 cannot be served (one-line :class:`UserError`)."""
+    names = _argument_names(model, len(example.args)) + list(example.kwargs)
+    values = [*example.args, *example.kwargs.values()]
+    inputs = []
+    for name, value in zip(names, values):
+        if not isinstance(value, torch.Tensor) or value.dim() == 0:
+            raise UserError(
+                f"input {name} is a {type(value).__name__}; samebits serve takes tensors with a batch dimension 0"
+            )
+        inputs.append(TensorSpec(name, value.dtype, tuple(value.shape[1:])))
+    rows = values[0].shape[0]
+    outputs, paths = [], {}
+    for i, (path, leaf) in enumerate(flatten(output).items()):
+        if not isinstance(leaf, torch.Tensor) or leaf.dim() == 0 or leaf.shape[0] != rows:
+            raise UserError(
+                f"output {path or '<output>'} is not a tensor with one row per sample; samebits serve answers tensors row by row"
+            )
+        name = output_name(path, i)
+        try:
+            datatype_of(leaf.dtype)  # a dtype the protocol cannot carry is refused at start
+        except ProtocolError as exc:
+            raise UserError(f"output {name}: {exc}") from None
+        outputs.append(TensorSpec(name, leaf.dtype, tuple(leaf.shape[1:])))
+        paths[name] = path
+    return Signature(inputs, len(example.args), outputs, paths)

@@ -1,0 +1,41 @@
+"""Models for tests/test_serve.py: a plain MLP, and one whose forward is slow or raises on a
+marker row (first feature 7.0: sleeps 0.5 s; 13.0: raises), for the overload and fault paths."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+from torch import nn
+
+
+class Moody(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x):
+        if bool((x[:, 0] == 13.0).any()):
+            raise RuntimeError("row marked to fail")
+        if bool((x[:, 0] == 7.0).any()):
+            time.sleep(0.5)
+        return self.fc(x)
+
+
+class MLP(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 10))
+
+    def forward(self, x):
+        return self.body(x)
+
+
+def mlp():
+    torch.manual_seed(0)
+    return MLP(), torch.randn(8, 32)
+
+
+def moody():
+    torch.manual_seed(0)
+    return Moody(), torch.randn(4, 8)

@@ -1,0 +1,318 @@
+"""`samebits serve`: a real server (uvicorn on 127.0.0.1, a free port, in its own process) and
+real HTTP clients, among them `tritonclient.http`, which nobody here wrote. Every answer must
+have the bits of the Predictor's `predict_one` on that sample, whatever shared its batch."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+import torch
+
+pytest.importorskip("fastapi", reason="samebits serve needs its extra: pip install 'samebits[serve]'")
+
+from samebits.runtime.predictor import Predictor  # noqa: E402
+
+from conftest import scrubbed_env  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+MODELS = HERE / "serve_models.py"
+REQUESTS = 96  # every request loop is bounded in count and in time
+
+
+class Server:
+    """``samebits serve`` in a child process; the port is read from its announcement."""
+
+    def __init__(self, spec: str, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "samebits", "serve", spec, "--port", "0", *args],
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            text=True,
+            env=scrubbed_env(),
+        )
+        deadline = time.monotonic() + 120
+        self.lines: list[str] = []
+        while time.monotonic() < deadline:
+            line = self.proc.stderr.readline()
+            if not line:
+                raise AssertionError(f"the server exited: {''.join(self.lines)}")
+            self.lines.append(line)
+            if line.startswith("serving "):
+                self.name = line.split()[1]
+                self.url = line.split()[3]
+                break
+        else:
+            raise AssertionError("the server did not start within 120 s")
+        threading.Thread(target=self.proc.stderr.read, daemon=True).start()  # keep the pipe drained
+
+    def request(self, path: str, body: bytes | None = None, headers: dict | None = None) -> tuple[int, dict, bytes]:
+        req = urllib.request.Request(
+            self.url + path, data=body, headers=headers or {}, method="POST" if body is not None else "GET"
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status, dict(r.headers), r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, dict(e.headers), e.read()
+
+    def infer(self, x: torch.Tensor, **extra) -> tuple[int, dict]:
+        body = {
+            "inputs": [{"name": "x", "shape": list(x.shape), "datatype": "FP32", "data": x.reshape(-1).tolist()}],
+            **extra,
+        }
+        status, _, raw = self.request(
+            f"/v2/models/{self.name}/infer", json.dumps(body).encode(), {"Content-Type": "application/json"}
+        )
+        return status, json.loads(raw)
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def mlp():
+    server = Server(f"{MODELS}:mlp", "--max-batch-size", "16")
+    yield server
+    assert server.stop() == 0
+
+
+@pytest.fixture(scope="module")
+def moody():
+    server = Server(
+        f"{MODELS}:moody", "--max-batch-size", "4", "--max-queue", "6", "--timeout-s", "0.3", "--max-body-mb", "0.01"
+    )
+    yield server
+    assert server.stop() == 0
+
+
+@pytest.fixture(scope="module")
+def reference():
+    """``predict_one`` in this process: the bits every answer must have."""
+    import serve_models
+
+    model, example = serve_models.mlp()
+    with Predictor(model, example_inputs=example, max_batch_size=16) as predictor:
+        yield predictor
+
+
+def as_tensor(answer: dict, name: str = "output_0") -> torch.Tensor:
+    out = next(o for o in answer["outputs"] if o["name"] == name)
+    return torch.tensor(out["data"], dtype=torch.float32).reshape(out["shape"])
+
+
+def test_concurrent_requests_have_the_bits_of_the_sample_alone(mlp, reference):
+    gen = torch.Generator().manual_seed(1)
+    requests = [torch.randn(1 + i % 3, 32, generator=gen) for i in range(REQUESTS)]
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        answers = list(pool.map(mlp.infer, requests, timeout=120))
+    assert all(status == 200 for status, _ in answers)
+    for x, (_, answer) in zip(requests, answers):
+        got = as_tensor(answer)
+        assert got.shape == (x.shape[0], 10)
+        for i in range(x.shape[0]):
+            assert torch.equal(got[i], reference.predict_one(x[i])), "an answer depends on its batch"
+
+
+def test_tritonclient_speaks_to_it_with_binary_tensors(mlp, reference):
+    http = pytest.importorskip("tritonclient.http", reason="the protocol test uses tritonclient[http]")
+    client = http.InferenceServerClient(mlp.url.removeprefix("http://"))
+    assert client.is_server_live() and client.is_server_ready() and client.is_model_ready(mlp.name)
+    meta = client.get_model_metadata(mlp.name)
+    assert meta["inputs"] == [{"name": "x", "datatype": "FP32", "shape": [-1, 32]}]
+    assert meta["parameters"]["samebits"]["verified_batch_sizes"]
+    x = torch.randn(5, 32, generator=torch.Generator().manual_seed(2))
+    inp = http.InferInput("x", [5, 32], "FP32")
+    inp.set_data_from_numpy(x.numpy())  # binary by default
+    result = client.infer(mlp.name, [inp], request_id="abc", outputs=[http.InferRequestedOutput("output_0")])
+    got = torch.from_numpy(result.as_numpy("output_0").copy())
+    assert result.get_response()["id"] == "abc"
+    assert all(torch.equal(got[i], reference.predict_one(x[i])) for i in range(5))
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "says"),
+    [
+        (b"{not json", 400, "not JSON"),
+        (b"[1, 2]", 400, "JSON object"),
+        (
+            json.dumps({"inputs": [{"name": "x", "shape": [1, 31], "datatype": "FP32", "data": [0.0] * 31}]}).encode(),
+            400,
+            "shape [-1, 32]",
+        ),
+        (
+            json.dumps({"inputs": [{"name": "x", "shape": [1, 32], "datatype": "INT64", "data": [0] * 32}]}).encode(),
+            400,
+            "must be FP32",
+        ),
+        (
+            json.dumps({"inputs": [{"name": "y", "shape": [1, 32], "datatype": "FP32", "data": [0.0] * 32}]}).encode(),
+            400,
+            "missing x",
+        ),
+        (
+            json.dumps({"inputs": [{"name": "x", "shape": [1, 32], "datatype": "FP32", "data": [0.0] * 31}]}).encode(),
+            400,
+            "holds 32 values",
+        ),
+        (
+            json.dumps({"inputs": [{"name": "x", "shape": [1, 32], "datatype": "FP32", "data": ["a"] * 32}]}).encode(),
+            400,
+            "not FP32",
+        ),
+        (json.dumps({"inputs": [], "extra": 1}).encode(), 400, "unknown request field"),
+        (
+            json.dumps(
+                {
+                    "inputs": [{"name": "x", "shape": [1, 32], "datatype": "FP32", "data": [0.0] * 32}],
+                    "outputs": [{"name": "nope"}],
+                }
+            ).encode(),
+            400,
+            "unknown output",
+        ),
+    ],
+)
+def test_bad_requests_get_400_and_one_line(mlp, body, status, says):
+    code, _, raw = mlp.request(f"/v2/models/{mlp.name}/infer", body, {"Content-Type": "application/json"})
+    error = json.loads(raw)["error"]
+    assert code == status and says in error and "\n" not in error
+
+
+def test_unknown_model_and_nested_data(mlp):
+    assert mlp.request("/v2/models/other/infer", b"{}")[0] == 404
+    x = torch.zeros(2, 32)
+    nested = {"inputs": [{"name": "x", "shape": [2, 32], "datatype": "FP32", "data": x.tolist()}]}
+    status, _, raw = mlp.request(f"/v2/models/{mlp.name}/infer", json.dumps(nested).encode())
+    assert status == 200 and json.loads(raw)["outputs"][0]["shape"] == [2, 10]
+
+
+def test_server_metadata_openapi_and_metrics(mlp):
+    assert json.loads(mlp.request("/v2")[2])["extensions"] == ["binary_tensor_data"]
+    schema = json.loads(mlp.request("/openapi.json")[2])
+    assert "requestBody" in schema["paths"]["/v2/models/{model_name}/infer"]["post"]
+    mlp.infer(torch.zeros(1, 32))
+    metrics = mlp.request("/metrics")[2].decode()
+    assert 'samebits_requests_total{status="200"}' in metrics and "samebits_batch_rows_bucket" in metrics
+
+
+def test_a_large_body_is_413(moody):
+    big = json.dumps(
+        {"inputs": [{"name": "x", "shape": [2000, 8], "datatype": "FP32", "data": [0.5] * 16000}]}
+    ).encode()
+    code, _, raw = moody.request(f"/v2/models/{moody.name}/infer", big)
+    assert code == 413 and "max-body-mb" in json.loads(raw)["error"]
+
+
+def row(marker: float) -> torch.Tensor:
+    x = torch.full((1, 8), 0.25)
+    x[0, 0] = marker
+    return x
+
+
+def test_a_failing_forward_fails_only_its_batch(moody):
+    status, answer = moody.infer(row(13.0))
+    assert status == 500 and "row marked to fail" in answer["error"]
+    assert moody.infer(row(0.5))[0] == 200  # the server is still up
+
+
+def test_a_full_queue_is_503_and_a_request_queued_too_long_is_504(moody):
+    with concurrent.futures.ThreadPoolExecutor(12) as pool:
+        first = pool.submit(moody.infer, row(7.0))  # keeps the worker busy for 0.5 s
+        time.sleep(0.1)
+        rest = [pool.submit(moody.infer, row(0.5)) for _ in range(10)]
+        statuses = [f.result(timeout=60)[0] for f in rest]
+        assert first.result(timeout=60)[0] == 200
+    assert 503 in statuses  # more rows than --max-queue 6
+    assert 504 in statuses  # queued behind 0.5 s of work with --timeout-s 0.3
+    assert set(statuses) <= {503, 504}
+    assert moody.infer(row(0.5))[0] == 200
+
+
+def test_sigterm_drains_requests_in_flight_and_exits_0():
+    server = Server(f"{MODELS}:moody", "--max-batch-size", "4")
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        slow = [pool.submit(server.infer, row(7.0)) for _ in range(3)]
+        time.sleep(0.2)
+        server.proc.send_signal(signal.SIGTERM)
+        answers = [f.result(timeout=60) for f in slow]
+    assert [status for status, _ in answers] == [200, 200, 200]
+    assert server.proc.wait(timeout=60) == 0
+
+
+def test_malformed_json_never_gives_a_5xx(mlp):
+    hypothesis = pytest.importorskip("hypothesis", reason="the fuzz test uses hypothesis")
+    st = hypothesis.strategies
+    scalars = st.none() | st.booleans() | st.integers(-5, 2**40) | st.floats(allow_nan=False) | st.text(max_size=8)
+    values = st.recursive(
+        scalars, lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=6), c, max_size=4), max_leaves=12
+    )
+    tensor = st.fixed_dictionaries(
+        {
+            "name": st.sampled_from(["x", "y", ""]) | st.text(max_size=3),
+            "shape": values | st.lists(st.integers(-1, 40), max_size=3),
+            "datatype": st.sampled_from(["FP32", "INT64", "BOOL", "FP9"]) | values,
+            "data": values,
+        },
+    )
+    bodies = (
+        st.fixed_dictionaries(
+            {"inputs": st.lists(tensor | values, max_size=3)},
+            optional={"outputs": values, "id": values, "parameters": values},
+        )
+        | values
+    )
+
+    seen: list[int] = []
+
+    @hypothesis.settings(max_examples=120, deadline=None, database=None)
+    @hypothesis.given(bodies)
+    def fuzz(body):
+        code = mlp.request(
+            f"/v2/models/{mlp.name}/infer", json.dumps(body).encode(), {"Content-Type": "application/json"}
+        )[0]
+        seen.append(code)
+        assert code < 500, body
+
+    fuzz()
+    assert len(seen) >= 100 and mlp.infer(torch.zeros(1, 32))[0] == 200
+
+
+def test_the_app_mounts_inside_an_existing_fastapi_app(reference):
+    from fastapi import FastAPI
+    from fastapi.testclient import TestClient
+
+    import serve_models
+    from samebits.serve.server import build
+
+    model, example = serve_models.mlp()
+    served, predictor, _ = build(model, example)
+    parent = FastAPI()
+
+    @parent.get("/hello")
+    def hello():
+        return {"hello": "world"}
+
+    parent.mount("/ml", served)
+    x = torch.randn(3, 32, generator=torch.Generator().manual_seed(3))
+    body = {"inputs": [{"name": "x", "shape": [3, 32], "datatype": "FP32", "data": x.reshape(-1).tolist()}]}
+    try:
+        with TestClient(parent) as client:
+            assert client.get("/hello").json() == {"hello": "world"}
+            answer = client.post(f"/ml/v2/models/{served.state.model_name}/infer", json=body)
+        assert answer.status_code == 200
+        got = as_tensor(answer.json())
+        assert all(torch.equal(got[i], reference.predict_one(x[i])) for i in range(3))
+    finally:
+        predictor.close()
