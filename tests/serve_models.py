@@ -39,3 +39,11 @@ def mlp():
 def moody():
     torch.manual_seed(0)
     return Moody(), torch.randn(4, 8)
+
+
+def mlp_retrained():
+    """The same architecture with other weights: a server of it must not reproduce mlp's golden."""
+    torch.manual_seed(1)
+    model = MLP()
+    torch.manual_seed(0)
+    return model, torch.randn(8, 32)

@@ -192,3 +192,13 @@ def test_an_output_that_appears_or_disappears_is_a_mismatch(golden):
     rewrite(golden, edit_header=drop)
     item = next(c for c in verify(golden, spec("make")).items if c.path == ".name")
     assert item.verdict == "diverged" and item.reason == "Path .name is missing in the golden."
+
+
+def test_a_golden_recorded_through_the_predictor_verifies_through_it(tmp_path):
+    path = record("demo:mlp", tmp_path / "served.safetensors", runtime="predictor")
+    header = read_golden(path).header
+    assert header["runtime"] == "predictor" and header["digest"] == "sha256"
+    report = verify(path)
+    assert report.policy == "exact" and all(c.verdict == "identical" for c in report.items)
+    with pytest.raises(UserError, match="unknown runtime"):
+        record("demo:mlp", tmp_path / "bad.safetensors", runtime="nope")

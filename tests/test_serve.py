@@ -316,3 +316,41 @@ def test_the_app_mounts_inside_an_existing_fastapi_app(reference):
         assert all(torch.equal(got[i], reference.predict_one(x[i])) for i in range(3))
     finally:
         predictor.close()
+
+
+def test_golden_self_check_decides_readiness(tmp_path):
+    golden = tmp_path / "mlp.safetensors"
+    recorded = subprocess.run(
+        [sys.executable, "-m", "samebits", "record", f"{MODELS}:mlp", "-o", str(golden), "--runtime", "predictor"],
+        capture_output=True,
+        text=True,
+        env=scrubbed_env(),
+        timeout=120,
+    )
+    assert recorded.returncode == 0, recorded.stderr
+    same = Server(f"{MODELS}:mlp", "--golden", str(golden))
+    other = Server(f"{MODELS}:mlp_retrained", "--golden", str(golden), "--name", "mlp")
+    try:
+        assert same.request("/v2/health/ready")[0] == 200
+        status, _, raw = other.request("/v2/health/ready")
+        assert status == 503 and "row 0 output <output> differs from the golden" in json.loads(raw)["reason"]
+        assert other.request("/v2/models/mlp/ready")[0] == 503
+        assert other.infer(torch.zeros(1, 32))[0] == 200  # not ready, but it answers, to inspect
+    finally:
+        assert same.stop() == 0 and other.stop() == 0
+    plain = tmp_path / "plain.safetensors"
+    subprocess.run(
+        [sys.executable, "-m", "samebits", "record", f"{MODELS}:mlp", "-o", str(plain)],
+        check=True,
+        env=scrubbed_env(),
+        capture_output=True,
+        timeout=120,
+    )
+    refused = subprocess.run(
+        [sys.executable, "-m", "samebits", "serve", f"{MODELS}:mlp", "--port", "0", "--golden", str(plain)],
+        capture_output=True,
+        text=True,
+        env=scrubbed_env(),
+        timeout=120,
+    )
+    assert refused.returncode == 2 and "--runtime predictor" in refused.stderr

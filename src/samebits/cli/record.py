@@ -25,6 +25,12 @@ def record_command(
     no_deterministic: bool = typer.Option(
         not D.deterministic, "--no-deterministic", help="Run without samebits.deterministic()."
     ),
+    runtime: Optional[str] = typer.Option(
+        D.runtime,
+        "--runtime",
+        metavar="predictor[:BACKEND]",
+        help="Record through a samebits.Predictor (as samebits serve runs it); verify runs it the same way.",
+    ),
 ) -> None:
     """Pin MODEL's outputs in a golden file.
 
@@ -37,7 +43,16 @@ def record_command(
 
     loaded, inputs, model_dtype = opts.load_target(model, input_file, input_shape, dtype, int_range, seed)
     loaded.model, inputs = prepare(loaded.model, inputs, "cpu", model_dtype)
-    path = record(loaded, output, inputs, force=force, deterministic=not no_deterministic, seed=seed, threads=threads)
+    path = record(
+        loaded,
+        output,
+        inputs,
+        force=force,
+        deterministic=not no_deterministic,
+        seed=seed,
+        threads=threads,
+        runtime=runtime,
+    )
     typer.echo(f"recorded {path} ({loaded.spec})")
 
 

@@ -34,6 +34,12 @@ def serve_command(
     ),
     max_body_mb: float = typer.Option(D.max_body_mb, "--max-body-mb", min=0, help="Larger request bodies get 413."),
     name: Optional[str] = typer.Option(None, "--name", help="The model's name in the URLs [default: from MODEL]."),
+    golden: Optional[str] = typer.Option(
+        None,
+        "--golden",
+        metavar="FILE",
+        help="Ready only if this process reproduces FILE's bits (record it with --runtime predictor[:BACKEND]).",
+    ),
 ) -> None:
     """Serve MODEL over HTTP with dynamic batching; every answer has the bits of the sample run alone.
 
@@ -45,7 +51,9 @@ def serve_command(
     """
     from samebits.serve.server import build, serve
 
-    options = ServeOptions(host, port, backend, max_batch_size, max_wait_ms, max_queue, timeout_s, max_body_mb, name)
+    options = ServeOptions(
+        host, port, backend, max_batch_size, max_wait_ms, max_queue, timeout_s, max_body_mb, name, golden
+    )
     loaded, inputs, model_dtype = opts.load_target(model, input_file, input_shape, dtype, int_range, 0)
     if model_dtype is not None:
         from samebits.measure.prepare import prepare
@@ -56,6 +64,8 @@ def serve_command(
 
     def announce(bound: int) -> None:
         sizes = ",".join(map(str, predictor.invariance.sizes)) or "none"
+        if app.state.not_ready:
+            typer.echo(f"NOT READY: {app.state.not_ready}", err=True)
         typer.echo(
             f"serving {app.state.model_name} on http://{host}:{bound} (verified batch sizes {sizes}); "
             f"POST /v2/models/{app.state.model_name}/infer",

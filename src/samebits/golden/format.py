@@ -108,6 +108,7 @@ _HEADER_TYPES: dict[str, type | tuple[type, ...]] = {
     "fingerprint": dict,
     "profile": dict,
     "trace": list,
+    "runtime": (str, type(None)),
 }
 
 

@@ -13,3 +13,4 @@ class RecordOptions:
     deterministic: bool = True  # run inside samebits.deterministic()
     seed: int = 0  # of the determinism profile (and of random inputs)
     threads: int | None = None  # intra-op threads during the run
+    runtime: str | None = None  # "predictor[:BACKEND]": record through a Predictor (what serve runs)

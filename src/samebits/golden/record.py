@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import datetime
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -67,13 +70,35 @@ def run_profiled(
     return output, trace
 
 
+@contextlib.contextmanager
+def through_runtime(loaded: LoadedModel, inputs: ModelInputs, runtime: str | None) -> Iterator[LoadedModel]:
+    """``loaded`` itself, or (with ``runtime="predictor[:BACKEND]"``) wrapped in a Predictor for
+    the block, as ``check --runtime`` and ``samebits serve`` run it."""
+    if runtime is None:
+        yield loaded
+        return
+    from samebits.runtime.predictor import parse_runtime, runtime_model
+
+    parse_runtime(runtime)
+    wrapped = runtime_model(loaded.model, inputs, runtime)
+    try:
+        yield dataclasses.replace(loaded, model=wrapped)
+    finally:
+        wrapped.predictor.close()
+
+
 def build_golden(
-    loaded: LoadedModel, inputs: ModelInputs, profile: dict[str, Any], spec: str | None
+    loaded: LoadedModel,
+    inputs: ModelInputs,
+    profile: dict[str, Any],
+    spec: str | None,
+    fingerprint: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The header and tensors of a golden for ``loaded`` on ``inputs``."""
+    """The header and tensors of a golden for ``loaded`` on ``inputs`` (``fingerprint``: of this
+    machine before any profile was applied; captured now when not given)."""
     import torch
 
-    fingerprint = Fingerprint.capture().to_dict()
+    fingerprint = fingerprint or Fingerprint.capture().to_dict()
     output, trace = run_profiled(loaded.model, inputs, profile)
     leaves = flatten(output)
     tensors: dict[str, torch.Tensor] = {}
@@ -111,6 +136,7 @@ def record(
     deterministic: bool = _D.deterministic,
     seed: int = _D.seed,
     threads: int | None = _D.threads,
+    runtime: str | None = _D.runtime,
 ) -> Path:
     """Run the model once and write a golden to ``path``; an existing file needs ``force=True``.
 
@@ -132,7 +158,10 @@ def record(
     spec = spec_relative_to(stored, target.parent) if stored else None
     model_inputs = inputs_for(loaded, inputs)
     profile = {"name": "deterministic" if deterministic else "none", "seed": seed, "threads": threads}
-    header, tensors = build_golden(loaded, model_inputs, profile, spec)
+    fingerprint = Fingerprint.capture().to_dict()  # before a runtime's profile changes the switches
+    with through_runtime(loaded, model_inputs, runtime) as subject:
+        header, tensors = build_golden(subject, model_inputs, profile, spec, fingerprint)
+    header["runtime"] = runtime
     try:
         write_golden(target, header, tensors, overwrite=force)
     except FileExistsError:  # created meanwhile by another process

@@ -11,7 +11,7 @@ from samebits.errors import UserError, first_line
 from samebits.fingerprint import Fingerprint
 from samebits.golden.format import SCHEMA_VERSION, Golden, read_golden
 from samebits.golden.policy import bit_relevant_changes, choose_policy
-from samebits.golden.record import run_profiled, spec_resolved_from
+from samebits.golden.record import run_profiled, spec_resolved_from, through_runtime
 from samebits.models import LoadedModel, load_model
 from samebits.models.target import as_loaded
 from samebits.measure.trace import ModuleCall, Trace, first_divergence
@@ -106,7 +106,8 @@ def verify(
     loaded = _model_for(golden, golden_path, model_or_spec, announce or (lambda message: None))
     try:
         algorithm = golden.header.get("digest", "sha256")
-        output, trace = run_profiled(loaded.model, golden.inputs(), golden.header["profile"], algorithm)
+        with through_runtime(loaded, golden.inputs(), golden.header.get("runtime")) as subject:
+            output, trace = run_profiled(subject.model, golden.inputs(), golden.header["profile"], algorithm)
     except UserError:
         raise
     except Exception as exc:

@@ -130,9 +130,11 @@ def create_app(
     *,
     name: str,
     options: ServeOptions = ServeOptions(),
+    not_ready: str | None = None,
 ) -> FastAPI:
     """The server for one Predictor. Mount it into an existing app, or run it with
-    :func:`samebits.serve.server.serve`."""
+    :func:`samebits.serve.server.serve`. ``not_ready``: why it must never report ready (the
+    ``--golden`` self-check failed); it still answers, so the difference can be inspected."""
     metrics = Metrics()
     batcher = Batcher(
         predictor.predict,
@@ -170,13 +172,19 @@ def create_app(
     app = FastAPI(title="samebits serve", version=__version__, lifespan=lifespan)
     app.state.batcher = batcher
     app.state.model_name = name
+    app.state.not_ready = not_ready
 
     @app.exception_handler(HTTPError)
     async def _error(request: Request, exc: HTTPError) -> JSONResponse:
         return JSONResponse({"error": str(exc)}, status_code=exc.status, headers=exc.headers)
 
     def ready() -> bool:
-        return not batcher.draining
+        return not batcher.draining and not_ready is None
+
+    def readiness(body: dict[str, Any]) -> JSONResponse:
+        if not ready():
+            body["reason"] = "shutting down" if batcher.draining else not_ready
+        return JSONResponse({**body, "ready": ready()}, status_code=200 if ready() else 503)
 
     def known(model_name: str) -> None:
         if model_name != name:
@@ -192,7 +200,7 @@ def create_app(
 
     @app.get("/v2/health/ready")
     async def server_ready() -> JSONResponse:
-        return JSONResponse({"ready": ready()}, status_code=200 if ready() else 503)
+        return readiness({})
 
     @app.get("/v2/models/{model_name}")
     async def metadata(model_name: str) -> dict[str, Any]:
@@ -202,7 +210,7 @@ def create_app(
     @app.get("/v2/models/{model_name}/ready")
     async def model_ready(model_name: str) -> JSONResponse:
         known(model_name)
-        return JSONResponse({"name": name, "ready": ready()}, status_code=200 if ready() else 503)
+        return readiness({"name": name})
 
     @app.get("/metrics")
     async def prometheus() -> Response:

@@ -19,3 +19,4 @@ class ServeOptions:
     timeout_s: float = 30.0  # a request still queued after this gets 504
     max_body_mb: float = 64.0  # larger request bodies get 413
     name: str | None = None  # the model's name in the URLs (default: from MODEL)
+    golden: str | None = None  # ready only if this process reproduces this golden's bits

@@ -39,8 +39,14 @@ def build(model_or_spec: Any, inputs: Any = None, options: ServeOptions = ServeO
     except Exception:
         predictor.close()
         raise
+    not_ready = None
+    if options.golden is not None:
+        from samebits.serve.selfcheck import golden_mismatch
+
+        not_ready = golden_mismatch(predictor.predict, options.backend, options.golden)
     name = options.name or model_name(loaded.spec)
-    return create_app(predictor, signature, name=name, options=options), predictor, signature
+    app = create_app(predictor, signature, name=name, options=options, not_ready=not_ready)
+    return app, predictor, signature
 
 
 def serve(app: Any, options: ServeOptions = ServeOptions(), on_ready: Callable[[int], None] | None = None) -> None:
