@@ -124,6 +124,51 @@ def _requested(request: dict[str, Any], signature: Signature) -> tuple[list[str]
     return names, binary
 
 
+async def answer(
+    body: bytes, header_length: str | None, signature: Signature, batcher: Batcher, name: str
+) -> tuple[int, dict[str, str], bytes]:
+    """One infer request, start to end: (status, headers, body). Raises :class:`HTTPError`."""
+    try:
+        parsed, binary = parse_body(body, header_length)
+        specs = parsed.get("inputs")
+        if not isinstance(specs, list) or not specs:
+            raise ProtocolError("'inputs' must be a non-empty list")
+        tensors, offset = {}, 0
+        for spec in specs:
+            tensor_name, tensor, offset = decode_tensor(spec, binary, offset)
+            if tensor_name in tensors:
+                raise ProtocolError(f"input {tensor_name} is given twice")
+            tensors[tensor_name] = tensor
+        if offset != len(binary):
+            raise ProtocolError(f"{len(binary) - offset} binary bytes follow the last binary input")
+        _rows_of(tensors, signature)
+        names, binary_out = _requested(parsed, signature)
+        request_id = parsed.get("id")
+        if request_id is not None and not isinstance(request_id, str):
+            raise ProtocolError("'id' must be a string")
+    except ProtocolError as exc:
+        raise HTTPError(400, str(exc)) from None
+    try:
+        output = await batcher.submit(signature.arguments(tensors))
+    except (QueueFull, Draining) as exc:
+        raise HTTPError(
+            503, f"the queue is full: {exc}" if isinstance(exc, QueueFull) else str(exc), {"Retry-After": "1"}
+        ) from None
+    except TimedOut as exc:
+        raise HTTPError(504, str(exc)) from None
+    except ForwardFailed as exc:
+        raise HTTPError(500, f"the model's forward failed: {exc}") from None
+    named = signature.named_outputs(output)
+    entries, chunks = encode_outputs({n: named[n] for n in names}, binary_out)
+    reply: dict[str, Any] = {"model_name": name, "model_version": "1", "outputs": entries}
+    if request_id is not None:
+        reply["id"] = request_id
+    head = json.dumps(reply).encode()
+    if not chunks:
+        return 200, {"Content-Type": "application/json"}, head
+    return 200, {"Content-Type": "application/octet-stream", HEADER_LENGTH: str(len(head))}, head + b"".join(chunks)
+
+
 def create_app(
     predictor: Any,
     signature: Signature,
@@ -245,48 +290,9 @@ def create_app(
 
     async def _infer(request: Request) -> Response:
         body = await _body(request)
-        try:
-            parsed, binary = parse_body(body, request.headers.get(HEADER_LENGTH.lower()))
-            specs = parsed.get("inputs")
-            if not isinstance(specs, list) or not specs:
-                raise ProtocolError("'inputs' must be a non-empty list")
-            tensors, offset = {}, 0
-            for spec in specs:
-                tensor_name, tensor, offset = decode_tensor(spec, binary, offset)
-                if tensor_name in tensors:
-                    raise ProtocolError(f"input {tensor_name} is given twice")
-                tensors[tensor_name] = tensor
-            if offset != len(binary):
-                raise ProtocolError(f"{len(binary) - offset} binary bytes follow the last binary input")
-            _rows_of(tensors, signature)
-            names, binary_out = _requested(parsed, signature)
-            request_id = parsed.get("id")
-            if request_id is not None and not isinstance(request_id, str):
-                raise ProtocolError("'id' must be a string")
-        except ProtocolError as exc:
-            raise HTTPError(400, str(exc)) from None
-        try:
-            output = await batcher.submit(signature.arguments(tensors))
-        except QueueFull as exc:
-            raise HTTPError(503, f"the queue is full: {exc}", {"Retry-After": "1"}) from None
-        except Draining as exc:
-            raise HTTPError(503, str(exc), {"Retry-After": "1"}) from None
-        except TimedOut as exc:
-            raise HTTPError(504, str(exc)) from None
-        except ForwardFailed as exc:
-            raise HTTPError(500, f"the model's forward failed: {exc}") from None
-        named = signature.named_outputs(output)
-        entries, chunks = encode_outputs({n: named[n] for n in names}, binary_out)
-        answer: dict[str, Any] = {"model_name": name, "model_version": "1", "outputs": entries}
-        if request_id is not None:
-            answer["id"] = request_id
-        head = json.dumps(answer).encode()
-        if not chunks:
-            return Response(head, media_type="application/json")
-        return Response(
-            head + b"".join(chunks),
-            media_type="application/octet-stream",
-            headers={HEADER_LENGTH: str(len(head))},
+        status, headers, payload = await answer(
+            body, request.headers.get(HEADER_LENGTH.lower()), signature, batcher, name
         )
+        return Response(payload, status_code=status, headers=headers)
 
     return app

@@ -1,0 +1,80 @@
+"""The Ray Serve deployment (samebits.serve.ray) on a local Ray: two replicas give every answer
+the bits of the sample run alone, and a replica whose fingerprint differs refuses to start."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import socket
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+import torch
+
+ray = pytest.importorskip("ray", reason="the Ray integration needs its extra: pip install 'samebits[ray]'")
+serve = pytest.importorskip("ray.serve", reason="the Ray integration needs ray[serve]")
+
+from samebits.runtime.predictor import Predictor  # noqa: E402
+from samebits.serve.options import ServeOptions  # noqa: E402
+from samebits.serve.ray import _registry, deployment  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import serve_models  # noqa: E402
+
+SPEC = f"{HERE / 'serve_models.py'}:mlp"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="samebits-tests")
+    port = free_port()
+    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    yield f"http://127.0.0.1:{port}"
+    serve.shutdown()
+    ray.shutdown()
+
+
+def infer(url: str, x: torch.Tensor) -> torch.Tensor:
+    body = {"inputs": [{"name": "x", "shape": list(x.shape), "datatype": "FP32", "data": x.reshape(-1).tolist()}]}
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        out = json.loads(r.read())["outputs"][0]
+    return torch.tensor(out["data"], dtype=torch.float32).reshape(out["shape"])
+
+
+def test_two_replicas_answer_with_the_bits_of_the_sample_alone(local_ray):
+    app = deployment(SPEC, num_replicas=2, options=ServeOptions(max_batch_size=16), name="mlp2")
+    serve.run(app.bind(), name="mlp2", route_prefix="/two")
+    model, example = serve_models.mlp()
+    gen = torch.Generator().manual_seed(4)
+    rows = [torch.randn(1 + i % 2, 32, generator=gen) for i in range(40)]
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda x: infer(f"{local_ray}/two/v2/models/mlp/infer", x), rows, timeout=300))
+    with Predictor(model, example_inputs=example, max_batch_size=16) as reference:
+        for x, got in zip(rows, answers):
+            assert all(torch.equal(got[i], reference.predict_one(x[i])) for i in range(x.shape[0]))
+    serve.delete("mlp2")
+
+
+def test_a_replica_with_another_fingerprint_refuses_to_start(local_ray):
+    registry = (
+        _registry()
+        .options(name="samebits-fingerprint-odd", namespace="samebits", lifetime="detached", get_if_exists=True)
+        .remote()
+    )
+    assert ray.get(registry.claim.remote("another-machine")) == "another-machine"
+    with pytest.raises(RuntimeError, match="Deploying application odd failed"):
+        serve.run(deployment(SPEC, name="odd").bind(), name="odd", route_prefix="/odd")
+    message = serve.status().applications["odd"].deployments["odd"].message
+    assert "fingerprint" in message and "differs from the first replica" in message
+    serve.delete("odd")
+    ray.kill(registry)
