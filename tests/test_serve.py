@@ -354,3 +354,21 @@ def test_golden_self_check_decides_readiness(tmp_path):
         timeout=120,
     )
     assert refused.returncode == 2 and "--runtime predictor" in refused.stderr
+
+
+def test_a_forward_that_hangs_gets_503_and_the_server_is_not_ready_until_it_returns():
+    server = Server(f"{MODELS}:moody", "--max-batch-size", "4", "--forward-timeout-s", "0.2")
+    try:
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            stuck = pool.submit(server.infer, row(7.0))  # sleeps 0.5 s
+            time.sleep(0.35)
+            status, _, raw = server.request("/v2/health/ready")
+            assert status == 503 and "a forward has been running" in json.loads(raw)["reason"]
+            code, answer = stuck.result(timeout=30)
+        assert code == 503 and "--forward-timeout-s" in answer["error"]
+        deadline = time.monotonic() + 10
+        while server.request("/v2/health/ready")[0] != 200 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.request("/v2/health/ready")[0] == 200 and server.infer(row(0.5))[0] == 200
+    finally:
+        assert server.stop() == 0

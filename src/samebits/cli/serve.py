@@ -32,6 +32,12 @@ def serve_command(
     timeout_s: float = typer.Option(
         D.timeout_s, "--timeout-s", min=0, help="A request still queued after this gets 504."
     ),
+    forward_timeout_s: float = typer.Option(
+        D.forward_timeout_s,
+        "--forward-timeout-s",
+        min=0,
+        help="A forward past this: its requests get 503 and the server is not ready until it returns.",
+    ),
     max_body_mb: float = typer.Option(D.max_body_mb, "--max-body-mb", min=0, help="Larger request bodies get 413."),
     name: Optional[str] = typer.Option(None, "--name", help="The model's name in the URLs [default: from MODEL]."),
     golden: Optional[str] = typer.Option(
@@ -52,7 +58,17 @@ def serve_command(
     from samebits.serve.server import build, serve
 
     options = ServeOptions(
-        host, port, backend, max_batch_size, max_wait_ms, max_queue, timeout_s, max_body_mb, name, golden
+        host=host,
+        port=port,
+        backend=backend,
+        max_batch_size=max_batch_size,
+        max_wait_ms=max_wait_ms,
+        max_queue=max_queue,
+        timeout_s=timeout_s,
+        forward_timeout_s=forward_timeout_s,
+        max_body_mb=max_body_mb,
+        name=name,
+        golden=golden,
     )
     loaded, inputs, model_dtype = opts.load_target(model, input_file, input_shape, dtype, int_range, 0)
     if model_dtype is not None:

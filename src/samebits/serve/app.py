@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from samebits._version import __version__
-from samebits.serve.batcher import Batcher, Draining, ForwardFailed, QueueFull, TimedOut
+from samebits.serve.batcher import Batcher, Draining, ForwardFailed, QueueFull, Stuck, TimedOut
 from samebits.serve.options import ServeOptions
 from samebits.serve.protocol import HEADER_LENGTH, ProtocolError, decode_tensor, encode_outputs, parameters, parse_body
 from samebits.serve.signature import Signature
@@ -150,7 +150,7 @@ async def answer(
         raise HTTPError(400, str(exc)) from None
     try:
         output = await batcher.submit(signature.arguments(tensors))
-    except (QueueFull, Draining) as exc:
+    except (QueueFull, Draining, Stuck) as exc:
         raise HTTPError(
             503, f"the queue is full: {exc}" if isinstance(exc, QueueFull) else str(exc), {"Retry-After": "1"}
         ) from None
@@ -187,6 +187,7 @@ def create_app(
         max_wait_ms=options.max_wait_ms,
         max_queue=options.max_queue,
         timeout_s=options.timeout_s,
+        forward_timeout_s=options.forward_timeout_s,
         on_batch=lambda rows, seconds: metrics.batch.observe(rows),
     )
     limit = int(options.max_body_mb * 1024 * 1024)
@@ -224,10 +225,12 @@ def create_app(
         return JSONResponse({"error": str(exc)}, status_code=exc.status, headers=exc.headers)
 
     def ready() -> bool:
-        return not batcher.draining and not_ready is None
+        return not batcher.draining and not_ready is None and batcher.stuck_since is None
 
     def readiness(body: dict[str, Any]) -> JSONResponse:
-        if not ready():
+        if batcher.stuck_since is not None:
+            body["reason"] = f"a forward has been running for {time.monotonic() - batcher.stuck_since:.0f} s"
+        elif not ready():
             body["reason"] = "shutting down" if batcher.draining else not_ready
         return JSONResponse({**body, "ready": ready()}, status_code=200 if ready() else 503)
 

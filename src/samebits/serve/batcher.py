@@ -38,6 +38,10 @@ class Draining(RuntimeError):
     """The server is shutting down and takes no new requests (status 503)."""
 
 
+class Stuck(RuntimeError):
+    """The forward of this request's batch ran past ``forward_timeout_s`` (status 503)."""
+
+
 @dataclasses.dataclass
 class _Item:
     inputs: ModelInputs
@@ -57,9 +61,12 @@ class Batcher:
         max_wait_ms: float = 1.0,
         max_queue: int = 1024,
         timeout_s: float = 30.0,
+        forward_timeout_s: float = 60.0,
         on_batch: Callable[[int, float], None] | None = None,
     ) -> None:
         self.predict = predict
+        self.forward_timeout = forward_timeout_s
+        self.stuck_since: float | None = None  # a forward past forward_timeout_s is still running
         self.max_batch_size, self.max_wait = max_batch_size, max_wait_ms / 1000.0
         self.max_queue, self.timeout = max_queue, timeout_s
         self.on_batch = on_batch or (lambda rows, seconds: None)
@@ -141,7 +148,23 @@ class Batcher:
             started = time.monotonic()
             try:
                 joined = concat_batches([b.inputs for b in batch]) if len(batch) > 1 else batch[0].inputs
-                output = await loop.run_in_executor(self._executor, self.predict, joined)
+                running = loop.run_in_executor(self._executor, self.predict, joined)
+                try:
+                    output = await asyncio.wait_for(asyncio.shield(running), self.forward_timeout)
+                except asyncio.TimeoutError:
+                    # Answer this batch now (503); the thread cannot be killed, so the server is
+                    # not ready until the forward returns, and its late result is dropped.
+                    self.stuck_since = started
+                    for item in batch:
+                        if not item.future.done():
+                            item.future.set_exception(
+                                Stuck(f"the forward ran past {self.forward_timeout:g} s (--forward-timeout-s)")
+                            )
+                    try:
+                        await running
+                    finally:
+                        self.stuck_since = None
+                    continue
                 total, start = sum(b.rows for b in batch), 0
                 for item in batch:
                     if not item.future.done():

@@ -17,6 +17,7 @@ class ServeOptions:
     max_wait_ms: float = 1.0  # extra wait for rows, only when the queue filled during the last batch
     max_queue: int = 1024  # rows queued before new requests get 503
     timeout_s: float = 30.0  # a request still queued after this gets 504
+    forward_timeout_s: float = 60.0  # a forward past this: its requests get 503, not ready until it returns
     max_body_mb: float = 64.0  # larger request bodies get 413
     name: str | None = None  # the model's name in the URLs (default: from MODEL)
     golden: str | None = None  # ready only if this process reproduces this golden's bits

@@ -87,6 +87,7 @@ def deployment(
                 max_wait_ms=options.max_wait_ms,
                 max_queue=options.max_queue,
                 timeout_s=options.timeout_s,
+                forward_timeout_s=options.forward_timeout_s,
             )
 
         async def __call__(self, request: Any) -> Any:
