@@ -13,7 +13,7 @@ from typing import Optional
 import typer
 
 from samebits._version import __version__
-from samebits.cli import bench, cache, check, demo, doctor, env, lint, record, run, serve, verify
+from samebits.cli import bench, cache, check, demo, doctor, env, lint, predict, record, run, serve, verify
 from samebits.errors import UserError, first_line
 
 app = typer.Typer(
@@ -60,6 +60,7 @@ run.register(app)
 demo.register(app)
 cache.register(app)
 serve.register(app)
+predict.register(app)
 
 
 def _terminate(signum: int, frame: object) -> None:

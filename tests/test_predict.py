@@ -1,0 +1,177 @@
+"""`samebits predict`: per-sample outputs equal across batch sizes and shard sizes, shard files
+byte-equal for one shard size, runs killed with SIGKILL and resumed give the same bytes, and bad
+input is one line without losing what was written."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from samebits.errors import UserError
+from samebits.offline import predict
+
+from conftest import run_cli, scrubbed_env
+
+HERE = Path(__file__).resolve().parent
+SPEC = f"{HERE / 'predict_models.py'}:mlp"
+SLOW = f"{HERE / 'predict_models.py'}:slow_mlp"
+SIZES = [130, 270, 55, 300, 1, 144, 100]  # 1000 samples in files of uneven sizes
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("inputs")
+    gen = torch.Generator().manual_seed(0)
+    for i, n in enumerate(SIZES):
+        x = torch.randn(n, 16, generator=gen)
+        if i % 2:
+            np.save(folder / f"part{i:02d}.npy", x.numpy())
+        else:
+            save_file({"x": x}, str(folder / f"part{i:02d}.safetensors"))
+    return folder
+
+
+def digests(out: Path) -> list[str]:
+    manifest = json.loads((out / "manifest.json").read_text())
+    return [d for shard in manifest["shards"] for d in shard["sample_sha256"]]
+
+
+def shard_bytes(out: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(out.glob("shard-*.safetensors"))}
+
+
+def test_outputs_do_not_depend_on_batch_size_or_shard_size(inputs, tmp_path):
+    runs = {}
+    for batch in (1, 7, 64):
+        for shard in (100, 333):
+            out = tmp_path / f"b{batch}-s{shard}"
+            report = predict(SPEC, [str(inputs)], out, batch_size=batch, shard_size=shard)
+            assert report.samples == 1000 and report.shards == -(-1000 // shard)
+            runs[batch, shard] = out
+    reference = digests(runs[1, 100])
+    assert len(reference) == 1000 and len(set(reference)) == 1000
+    assert all(digests(out) == reference for out in runs.values())
+    for shard in (100, 333):
+        assert shard_bytes(runs[1, shard]) == shard_bytes(runs[7, shard]) == shard_bytes(runs[64, shard])
+    # and they are the model's outputs: shard 0 row 3 is the Predictor's answer for sample 3
+    from safetensors.torch import load_file
+
+    import predict_models
+    from samebits.runtime.predictor import Predictor
+
+    model, example = predict_models.mlp()
+    first = load_file(str(runs[7, 100] / "shard-000000.safetensors"))["output"]
+    from samebits.offline.sources import read_batch
+
+    x = read_batch(sorted(inputs.iterdir())[0]).args[0]
+    with Predictor(model, example_inputs=example) as predictor:
+        assert torch.equal(first[3], predictor.predict_one(x[3]))
+
+
+def run_until(out: Path, inputs: Path, shards_done: int) -> None:
+    """Start the CLI on the slow model and SIGKILL it once ``shards_done`` shards are complete."""
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "samebits",
+            "predict",
+            SLOW,
+            str(inputs),
+            "-o",
+            str(out),
+            "--shard-size",
+            "50",
+            "--batch-size",
+            "16",
+            "--resume",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=scrubbed_env(),
+    )
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                if len(json.loads((out / "manifest.json").read_text())["shards"]) >= shards_done:
+                    break
+            except (OSError, json.JSONDecodeError, KeyError):
+                pass
+            time.sleep(0.005)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+
+
+def test_killed_at_three_points_and_resumed_gives_the_same_bytes(inputs, tmp_path):
+    whole = tmp_path / "whole"
+    assert (
+        run_cli("predict", SLOW, str(inputs), "-o", str(whole), "--shard-size", "50", "--batch-size", "16").returncode
+        == 0
+    )
+    broken = tmp_path / "broken"
+    for point in (1, 7, 14):
+        run_until(broken, inputs, point)
+    done = run_cli(
+        "predict", SLOW, str(inputs), "-o", str(broken), "--shard-size", "50", "--batch-size", "16", "--resume"
+    )
+    assert done.returncode == 0, done.stderr
+    assert shard_bytes(broken) == shard_bytes(whole) and digests(broken) == digests(whole)
+    assert not list(broken.glob(".*.tmp"))  # no temporary file left behind
+
+
+def test_a_corrupt_shard_is_redone_by_resume(inputs, tmp_path):
+    out = tmp_path / "out"
+    predict(SPEC, [str(inputs)], out, shard_size=100)
+    before = shard_bytes(out)
+    victim = out / "shard-000004.safetensors"
+    data = bytearray(victim.read_bytes())
+    data[-3] ^= 0xFF
+    victim.write_bytes(bytes(data))
+    report = predict(SPEC, [str(inputs)], out, shard_size=100, resume=True)
+    assert report.computed == 1 and shard_bytes(out) == before
+
+
+def test_refusals_are_one_line_and_lose_nothing(inputs, tmp_path):
+    out = tmp_path / "out"
+    predict(SPEC, [str(inputs)], out, shard_size=100)
+    kept = shard_bytes(out)
+    with pytest.raises(UserError, match="pass --resume"):
+        predict(SPEC, [str(inputs)], out, shard_size=100)
+    with pytest.raises(UserError, match="shard size differs"):
+        predict(SPEC, [str(inputs)], out, shard_size=50, resume=True)
+    assert shard_bytes(out) == kept
+    stranger = tmp_path / "stranger"
+    stranger.mkdir()
+    (stranger / "notes.txt").write_text("mine")
+    with pytest.raises(UserError, match="holds no samebits manifest"):
+        predict(SPEC, [str(inputs)], stranger, resume=True)
+    assert (stranger / "notes.txt").read_text() == "mine"
+
+
+def test_bad_input_stops_with_the_file_named_and_keeps_complete_shards(inputs, tmp_path):
+    folder = tmp_path / "bad"
+    folder.mkdir()
+    for p in sorted(inputs.iterdir())[:3]:
+        (folder / p.name).write_bytes(p.read_bytes())
+    (folder / "part99.npy").write_bytes(b"not an array")
+    result = run_cli("predict", SPEC, str(folder), "-o", str(tmp_path / "o1"), "--shard-size", "100")
+    error = result.stderr.strip().splitlines()[-1]  # the lines before are progress
+    assert result.returncode == 2 and error.startswith("samebits: error:") and "part99.npy" in error
+    assert "not a .npy array file" in error
+    kept = json.loads((tmp_path / "o1" / "manifest.json").read_text())["shards"]
+    assert [s["samples"] for s in kept] == [100, 100, 100, 100]  # 455 samples read before the bad file
+    (folder / "part99.npy").unlink()
+    np.save(folder / "part99.npy", np.zeros((10, 15), dtype=np.float32))  # a sample of the wrong shape
+    result = run_cli("predict", SPEC, str(folder), "-o", str(tmp_path / "o2"), "--shard-size", "1000")
+    assert result.returncode == 2 and "part99.npy': its samples are input 0 torch.float32 [15]" in result.stderr
