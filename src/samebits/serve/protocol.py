@@ -73,23 +73,6 @@ def parameters(obj: dict[str, Any], where: str) -> dict[str, Any]:
     return value
 
 
-def _flatten(data: Any) -> list[Any]:
-    """Row-major flat list of ``data`` (the protocol allows nested lists)."""
-    if not isinstance(data, list):
-        return [data]
-    out: list[Any] = []
-    stack = [iter(data)]
-    while stack:
-        for item in stack[-1]:
-            if isinstance(item, list):
-                stack.append(iter(item))
-                break
-            out.append(item)
-        else:
-            stack.pop()
-    return out
-
-
 def decode_tensor(spec: Any, binary: bytes, offset: int) -> tuple[str, torch.Tensor, int]:
     """One request input: (name, tensor, the binary offset after it)."""
     if not isinstance(spec, dict):
@@ -117,27 +100,35 @@ def decode_tensor(spec: Any, binary: bytes, offset: int) -> tuple[str, torch.Ten
         return name, tensor.reshape(shape), offset + size
     if "data" not in spec:
         raise ProtocolError(f"input {name}: no 'data' (and no binary_data_size)")
-    flat = _flatten(spec["data"])
-    if len(flat) != count:
-        raise ProtocolError(f"input {name}: shape {shape} holds {count} values, data has {len(flat)}")
-    if not all(_fits(v, datatype) for v in flat):
-        raise ProtocolError(f"input {name}: data holds values that are not {datatype}")
+    return name, _from_json(name, spec["data"], shape, datatype).reshape(shape), offset
+
+
+_KINDS = {"BOOL": "b", "UINT8": "iu", "INT8": "iu", "INT16": "iu", "INT32": "iu", "INT64": "iu"}
+
+
+def _from_json(name: str, data: Any, shape: list[int], datatype: str) -> torch.Tensor:
+    """JSON ``data`` (flat or nested, row-major) as a tensor of ``datatype``, checked in one
+    vectorised pass: every value of the datatype's kind, in its range, ``prod(shape)`` of them."""
+    count = math.prod(shape)
     try:
-        array = np.asarray(flat, dtype=np.float32 if datatype == "BF16" else None)
-        tensor = torch.as_tensor(array).to(dtype) if count else torch.empty(0, dtype=dtype)
-    except (ValueError, TypeError, OverflowError) as exc:
-        raise ProtocolError(f"input {name}: data is not {datatype}: {exc}") from None
-    return name, tensor.reshape(shape), offset
-
-
-def _fits(value: Any, datatype: str) -> bool:
-    if datatype == "BOOL":
-        return isinstance(value, bool)
-    if isinstance(value, bool):
-        return False
-    if datatype.startswith(("FP", "BF")):
-        return isinstance(value, (int, float))
-    return isinstance(value, int)
+        array = np.asarray(data if isinstance(data, list) else [data])
+    except (ValueError, OverflowError):
+        raise ProtocolError(f"input {name}: data is not a (nested) list of {datatype} values") from None
+    if array.size != count:
+        raise ProtocolError(f"input {name}: shape {shape} holds {count} values, data has {array.size}")
+    if count == 0:
+        return torch.empty(0, dtype=DATATYPES[datatype])
+    allowed = _KINDS.get(datatype, "iuf")
+    if array.dtype.kind not in allowed or (datatype != "BOOL" and array.dtype.kind == "b"):
+        raise ProtocolError(f"input {name}: data holds values that are not {datatype}")
+    dtype = DATATYPES[datatype]
+    if datatype in _KINDS and datatype != "BOOL":
+        info = torch.iinfo(dtype)
+        if array.min() < info.min or array.max() > info.max:
+            raise ProtocolError(f"input {name}: data holds values outside {datatype}")
+    if datatype == "BF16":
+        return torch.from_numpy(array.astype(np.float32)).to(dtype)
+    return torch.from_numpy(array.astype(torch.empty(0, dtype=dtype).numpy().dtype))
 
 
 def encode_outputs(outputs: dict[str, torch.Tensor], binary: set[str]) -> tuple[list[dict[str, Any]], list[bytes]]:

@@ -1,0 +1,577 @@
+"""``samebits serve`` under load, against LitServe's batching and plain FastAPI, side by side in one run.
+
+Run (needs the serve extra, httpx, and optionally litserve, in one environment, e.g.
+``pip install -c constraints.txt -e '.[serve]' litserve httpx``):
+
+    python bench/serve_load.py            # 3 models x 3 servers x concurrency 1, 16, 64; 2000 requests a cell
+    python bench/serve_load.py --quick    # 300 requests, concurrency 1 and 16, small_mlp and medium_mlp
+    python bench/serve_load.py --n 500 --models medium_mlp --servers samebits,fastapi
+
+Every server serves the same model (bench/serve_models.py) over the same JSON body (the Open
+Inference Protocol's ``{"inputs": [{"name": "x", "shape": [1, D], "datatype": "FP32", "data": [...]}]}``),
+one row per request, as a subprocess on 127.0.0.1:
+
+- samebits: ``samebits serve bench/serve_models.py:MODEL --max-batch-size 8`` (its dynamic batcher);
+- litserve: a LitAPI with LitServe's own batching (``max_batch_size=8``, ``batch_timeout=0.005``);
+- fastapi: plain FastAPI under uvicorn (one worker), one ``model(x)`` per request under inference_mode
+  (an ``async def`` handler: forwards run on the event loop, one at a time).
+
+The client (asyncio + httpx, as many connections as the concurrency) sends N distinct random rows
+(one fixed seed, the same for every server), each cell bounded to 60 s, and records req/s, p50 and
+p99 latency, and how many answers' bits differ from the row run alone in this process
+(``model(row[None])`` under inference_mode); for samebits also from
+``samebits.Predictor(model, example_inputs=example, max_batch_size=8).predict_one(row)``, the
+guarantee it makes.
+
+Targets (the serve issue): 0 of 2000 samebits answers differ from predict_one at every concurrency;
+on medium_mlp at concurrency 16 and 64, samebits req/s >= 1.5x LitServe's and p99 <= 0.7x
+LitServe's; at concurrency 1, samebits p50 within 1 ms of plain FastAPI's.
+
+The client shares the machine with the server: on few cores it saturates one of them at high
+concurrency, and anything else running there skews every number (the load average is printed).
+"""
+
+import argparse
+import asyncio
+import collections
+import contextlib
+import dataclasses
+import datetime
+import importlib.util
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+HERE = Path(__file__).resolve().parent
+MODELS_FILE = HERE / "serve_models.py"
+MODELS = ("small_mlp", "medium_mlp", "small_cnn")
+SERVERS = ("samebits", "litserve", "fastapi")
+CONCURRENCY = (1, 16, 64)
+MAX_BATCH = 8
+LITSERVE_BATCH_TIMEOUT = 0.005
+ROWS_SEED = 1234
+CELL_LIMIT_S = 60.0
+READY_LIMIT_S = 180.0
+STOP_GRACE_S = 5.0
+WARMUP_REQUESTS = 64
+HEADERS = {"content-type": "application/json"}
+
+
+# -- models and the v2 JSON body (shared by the bench and the servers it starts) -----------------
+def load_factory(name: str) -> tuple[torch.nn.Module, torch.Tensor]:
+    """``(model in eval mode, example batch)`` from bench/serve_models.py."""
+    spec = importlib.util.spec_from_file_location("serve_models", MODELS_FILE)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    model, example = getattr(module, name)()
+    return model.eval(), example
+
+
+def decode_v2(body: dict[str, Any]) -> torch.Tensor:
+    """The one input tensor of a v2 JSON request."""
+    spec = body["inputs"][0]
+    return torch.tensor(spec["data"], dtype=torch.float32).reshape(spec["shape"])
+
+
+def encode_v2(name: str, output: torch.Tensor) -> dict[str, Any]:
+    """A v2 JSON response with one output tensor."""
+    return {
+        "model_name": name,
+        "outputs": [
+            {"name": "output_0", "shape": list(output.shape), "datatype": "FP32", "data": output.reshape(-1).tolist()}
+        ],
+    }
+
+
+def request_body(row: torch.Tensor) -> bytes:
+    spec = {"name": "x", "shape": [1, *row.shape], "datatype": "FP32", "data": row.reshape(-1).tolist()}
+    return json.dumps({"inputs": [spec]}).encode()
+
+
+# -- the comparison servers, run by this file in a subprocess (--serve KIND) ---------------------
+def serve_fastapi(name: str, port: int) -> None:
+    # (no `from __future__ import annotations` in this file: FastAPI reads the handler's annotations)
+    import uvicorn
+    from fastapi import FastAPI, Request
+    from fastapi.responses import JSONResponse
+
+    model, _ = load_factory(name)
+    app = FastAPI()
+
+    @app.get("/v2/health/ready")
+    async def ready() -> dict[str, bool]:
+        return {"ready": True}
+
+    @app.post(f"/v2/models/{name}/infer")
+    async def infer(request: Request) -> JSONResponse:
+        x = decode_v2(await request.json())
+        with torch.inference_mode():
+            y = model(x)
+        return JSONResponse(encode_v2(name, y))
+
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", workers=1)
+
+
+try:
+    import litserve as ls
+except ImportError:  # the bench skips LitServe's rows
+    ls = None
+
+if ls is not None:
+
+    class V2API(ls.LitAPI):
+        """The v2 JSON body over LitServe's batching: one [1, D] row per request, joined with cat."""
+
+        def __init__(self, name: str) -> None:
+            super().__init__(
+                max_batch_size=MAX_BATCH, batch_timeout=LITSERVE_BATCH_TIMEOUT, api_path=f"/v2/models/{name}/infer"
+            )
+            self.name = name
+
+        def setup(self, device):
+            self.model, _ = load_factory(self.name)
+
+        def decode_request(self, request):
+            return decode_v2(request)
+
+        def batch(self, inputs):
+            return torch.cat(inputs)
+
+        def predict(self, x):
+            with torch.inference_mode():
+                return self.model(x)
+
+        def unbatch(self, output):
+            return list(output.split(1))
+
+        def encode_response(self, output):
+            return encode_v2(self.name, output)
+
+
+def serve_litserve(name: str, port: int) -> None:
+    server = ls.LitServer(V2API(name), accelerator="cpu", workers_per_device=1)
+    server.run(host="127.0.0.1", port=port, num_api_servers=1, generate_client_file=False, log_level="warning")
+
+
+# -- starting and stopping servers -------------------------------------------------------------
+@dataclasses.dataclass
+class Server:
+    kind: str
+    proc: subprocess.Popen
+    log: collections.deque
+    port: int | None = None
+    announced: threading.Event = dataclasses.field(default_factory=threading.Event)
+    note: str = ""  # samebits: its verified batch sizes
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+ANNOUNCE = re.compile(r"serving \S+ on http://127\.0\.0\.1:(\d+) \(verified batch sizes ([^)]*)\)")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def command(kind: str, model: str, port: int) -> list[str]:
+    if kind == "samebits":
+        spec = f"{MODELS_FILE}:{model}"
+        return [sys.executable, "-m", "samebits", "serve", spec, "--port", "0", "--max-batch-size", str(MAX_BATCH)]
+    return [sys.executable, str(Path(__file__).resolve()), "--serve", kind, "--model", model, "--port", str(port)]
+
+
+def _read_log(server: Server) -> None:
+    """Keep the server's output drained (a full pipe would block it); note samebits' announcement."""
+    assert server.proc.stdout is not None
+    for line in server.proc.stdout:
+        server.log.append(line.rstrip())
+        match = ANNOUNCE.search(line)
+        if match:
+            server.port, server.note = int(match.group(1)), match.group(2)
+            server.announced.set()
+
+
+def start(kind: str, model: str, env: dict[str, str]) -> Server:
+    port = free_port()
+    proc = subprocess.Popen(
+        command(kind, model, port),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        start_new_session=True,  # its own process group: LitServe's workers are stopped with it
+    )
+    server = Server(kind, proc, collections.deque(maxlen=40), None if kind == "samebits" else port)
+    threading.Thread(target=_read_log, args=(server,), daemon=True).start()
+    return server
+
+
+def health_path(kind: str) -> str:
+    return "/health" if kind == "litserve" else "/v2/health/ready"
+
+
+def wait_ready(server: Server, limit_s: float = READY_LIMIT_S) -> None:
+    import httpx
+
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        if server.proc.poll() is not None:
+            raise RuntimeError(f"{server.kind} exited with {server.proc.returncode}: {tail(server)}")
+        if server.port is not None:
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(server.base + health_path(server.kind), timeout=2).status_code == 200:
+                    return
+        time.sleep(0.2)
+    raise RuntimeError(f"{server.kind} was not ready after {limit_s:.0f} s: {tail(server)}")
+
+
+def tail(server: Server, lines: int = 8) -> str:
+    return " | ".join(list(server.log)[-lines:]) or "(no output)"
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
+
+
+def stop(server: Server) -> int | None:
+    """SIGTERM, then SIGKILL after a grace period; leftovers of its process group are killed too."""
+    proc = server.proc
+    if proc.poll() is None:
+        _signal_group(proc, signal.SIGTERM)
+        try:
+            proc.wait(STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            _signal_group(proc, signal.SIGKILL)
+            proc.wait()
+    _signal_group(proc, signal.SIGKILL)
+    return proc.returncode
+
+
+@contextlib.contextmanager
+def running(kind: str, model: str, env: dict[str, str]):
+    server = start(kind, model, env)
+    try:
+        wait_ready(server)
+        yield server
+    finally:
+        code = stop(server)
+        if kind == "samebits" and code != 0:
+            print(f"  note: samebits serve exited with {code} on SIGTERM (expected 0): {tail(server)}")
+
+
+# -- the client -----------------------------------------------------------------------------
+@dataclasses.dataclass
+class Cell:
+    server: str
+    concurrency: int
+    requested: int
+    seconds: float
+    latencies: list[float]  # of the 200 answers
+    answers: dict[int, bytes]  # row index -> body of a 200 answer
+    statuses: collections.Counter
+    aborted: bool
+    differ: int | None = None  # vs the row run alone (batch of 1)
+    differ_p1: int | None = None  # vs Predictor.predict_one (samebits only)
+    malformed: int = 0
+
+    @property
+    def finished(self) -> int:
+        return sum(self.statuses.values())
+
+
+async def _worker(client: Any, url: str, bodies: list[bytes], order: Any, deadline: float, cell: Cell) -> None:
+    import httpx
+
+    for i in order:  # one iterator shared by every worker
+        if time.monotonic() > deadline:
+            return
+        started = time.perf_counter()
+        try:
+            response = await client.post(url, content=bodies[i], headers=HEADERS)
+        except httpx.HTTPError as exc:
+            cell.statuses[type(exc).__name__] += 1
+            continue
+        cell.statuses[response.status_code] += 1
+        if response.status_code == 200:
+            cell.latencies.append(time.perf_counter() - started)
+            cell.answers[i] = response.content
+
+
+async def open_connections(client: Any, url: str, bodies: list[bytes], concurrency: int, rounds: int = 2) -> None:
+    """Untimed requests, ``concurrency`` at once, so the timed ones find every connection open."""
+    for _ in range(rounds):
+        calls = [client.post(url, content=bodies[i % len(bodies)], headers=HEADERS) for i in range(concurrency)]
+        await asyncio.gather(*calls, return_exceptions=True)
+
+
+async def load(url: str, bodies: list[bytes], concurrency: int, kind: str, limit_s: float = CELL_LIMIT_S) -> Cell:
+    """Send every body once, ``concurrency`` at a time, for at most ``limit_s``."""
+    import httpx
+
+    cell = Cell(kind, concurrency, len(bodies), 0.0, [], {}, collections.Counter(), False)
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(limit_s)) as client:
+        await open_connections(client, url, bodies, concurrency)
+        order = iter(range(len(bodies)))
+        started = time.perf_counter()
+        deadline = time.monotonic() + limit_s
+        tasks = [asyncio.create_task(_worker(client, url, bodies, order, deadline, cell)) for _ in range(concurrency)]
+        done, pending = await asyncio.wait(tasks, timeout=limit_s)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        cell.seconds = time.perf_counter() - started
+    for task in done:
+        if task.exception() is not None:
+            cell.statuses[f"client {type(task.exception()).__name__}"] += 1
+    cell.aborted = bool(pending) or cell.finished < len(bodies)
+    return cell
+
+
+# -- references and comparison --------------------------------------------------------------
+def make_rows(example: torch.Tensor, n: int) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(ROWS_SEED)
+    return torch.randn(n, *example.shape[1:], generator=gen)
+
+
+def alone_references(model: torch.nn.Module, rows: torch.Tensor) -> list[torch.Tensor]:
+    """Each row run alone: a batch of 1, eval, inference_mode."""
+    model.eval()
+    with torch.inference_mode():
+        return [model(rows[i : i + 1])[0].clone() for i in range(len(rows))]
+
+
+def predict_one_references(
+    model: torch.nn.Module, example: torch.Tensor, rows: torch.Tensor, cache_dir: str
+) -> tuple[list[torch.Tensor], str]:
+    """Each row through ``Predictor.predict_one`` (samebits' guarantee), and its verified sizes."""
+    import samebits
+
+    with samebits.Predictor(model, example_inputs=example, max_batch_size=MAX_BATCH, cache_dir=cache_dir) as p:
+        refs = [p.predict_one(rows[i]) for i in range(len(rows))]
+        return refs, ",".join(map(str, p.invariance.sizes))
+
+
+def answer_row(body: bytes) -> torch.Tensor | None:
+    """The one output row of a v2 JSON answer (None when it is not one)."""
+    try:
+        out = json.loads(body)["outputs"][0]
+        tensor = torch.tensor(out["data"], dtype=torch.float32).reshape(out["shape"])
+    except (ValueError, KeyError, IndexError, TypeError, RuntimeError):
+        return None
+    return tensor[0] if tensor.dim() >= 1 and tensor.shape[0] == 1 else None
+
+
+def count_differ(cell: Cell, refs: list[torch.Tensor], p1_refs: list[torch.Tensor] | None) -> None:
+    cell.differ, cell.differ_p1 = 0, (0 if p1_refs is not None else None)
+    for i, body in cell.answers.items():
+        row = answer_row(body)
+        if row is None:
+            cell.malformed += 1
+            continue
+        cell.differ += not torch.equal(row, refs[i])
+        if p1_refs is not None:
+            cell.differ_p1 += not torch.equal(row, p1_refs[i])
+
+
+# -- the run ------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class ModelRun:
+    name: str
+    bodies: list[bytes]
+    refs: list[torch.Tensor]
+    p1_refs: list[torch.Tensor]
+    p1_sizes: str
+    describe: str
+    cells: list[Cell] = dataclasses.field(default_factory=list)
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+
+def prepare_model(name: str, n: int, cache_dir: str) -> ModelRun:
+    model, example = load_factory(name)
+    rows = make_rows(example, n)
+    refs = alone_references(model, rows)  # before the Predictor's determinism profile is entered
+    p1_refs, sizes = predict_one_references(model, example, rows, cache_dir)
+    describe = f"input {list(example.shape[1:])} -> output {list(refs[0].shape)}"
+    return ModelRun(name, [request_body(r) for r in rows], refs, p1_refs, sizes, describe)
+
+
+def infer_url(server: Server, model: str) -> str:
+    return f"{server.base}/v2/models/{model}/infer"
+
+
+def run_server(run: ModelRun, kind: str, concurrencies: list[int], env: dict[str, str]) -> None:
+    with running(kind, run.name, env) as server:
+        if server.note:
+            run.notes.append(f"samebits serve verified batch sizes {server.note}")
+        url = infer_url(server, run.name)
+        asyncio.run(load(url, run.bodies[:WARMUP_REQUESTS], min(MAX_BATCH, max(concurrencies)), kind))
+        for c in concurrencies:
+            cell = asyncio.run(load(url, run.bodies, c, kind))
+            count_differ(cell, run.refs, run.p1_refs if kind == "samebits" else None)
+            run.cells.append(cell)
+            print(f"  {kind:<9} c={c:<3} {summary(cell)}", flush=True)
+
+
+def summary(cell: Cell) -> str:
+    text = f"{cell.finished}/{cell.requested} answered in {cell.seconds:.1f} s"
+    if cell.aborted:
+        text += f" (aborted at {CELL_LIMIT_S:.0f} s)" if cell.seconds >= CELL_LIMIT_S - 0.5 else " (incomplete)"
+    bad = {k: v for k, v in cell.statuses.items() if k != 200}
+    return text + (f"; not 200: {dict(bad)}" if bad else "")
+
+
+def run_model(name: str, servers: list[str], concurrencies: list[int], n: int, tmp: Path) -> ModelRun:
+    print(f"\n{name}: references for {n} rows ...", flush=True)
+    run = prepare_model(name, n, str(tmp / "bench-cache"))
+    env = {**os.environ, "SAMEBITS_CACHE_DIR": str(tmp / f"serve-cache-{name}")}  # the server calibrates itself
+    for kind in servers:
+        try:
+            run_server(run, kind, concurrencies, env)
+        except Exception as exc:  # one server failing leaves the others' rows
+            run.notes.append(f"{kind} failed: {type(exc).__name__}: {exc}")
+            print(f"  {kind} failed: {exc}", flush=True)
+    return run
+
+
+# -- reporting ----------------------------------------------------------------------------------
+def ms(values: list[float], q: float) -> str:
+    return f"{np.percentile(values, q) * 1000:.2f}" if values else "-"
+
+
+def print_table(run: ModelRun) -> None:
+    print(f"\n=== {run.name} ({run.describe}); {len(run.bodies)} requests per cell, one row each ===")
+    print(f"predict_one reference: Predictor verified batch sizes {run.p1_sizes}")
+    head = f"{'server':<9} {'conc':>4} {'done':>6} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>6}"
+    print(head + f" {'differ':>7} {'differ vs predict_one':>22}")
+    for cell in run.cells:
+        errors = cell.finished - cell.statuses.get(200, 0) + cell.malformed
+        p1 = "-" if cell.differ_p1 is None else str(cell.differ_p1)
+        print(
+            f"{cell.server:<9} {cell.concurrency:>4} {cell.finished:>6} {cell.finished / cell.seconds:>8.1f} "
+            f"{ms(cell.latencies, 50):>8} {ms(cell.latencies, 99):>8} {errors:>6} {cell.differ:>7} {p1:>22}"
+        )
+    for note in run.notes:
+        print(f"note: {note}")
+
+
+def find(run: ModelRun, server: str, concurrency: int) -> Cell | None:
+    return next((c for c in run.cells if c.server == server and c.concurrency == concurrency), None)
+
+
+def print_targets(runs: list[ModelRun]) -> None:
+    lines = []
+    for run in runs:
+        for cell in (c for c in run.cells if c.server == "samebits"):
+            ok = cell.differ_p1 == 0 and cell.finished == cell.requested
+            lines.append(
+                f"{'PASS' if ok else 'FAIL'} {run.name} c={cell.concurrency}: samebits {cell.differ_p1} of "
+                f"{cell.requested} differ from predict_one ({cell.finished} answered)"
+            )
+        for c in (16, 64):
+            ours, theirs = find(run, "samebits", c), find(run, "litserve", c)
+            if run.name != "medium_mlp" or not (ours and theirs and ours.latencies and theirs.latencies):
+                continue
+            speed = (ours.finished / ours.seconds) / (theirs.finished / theirs.seconds)
+            tail_ratio = np.percentile(ours.latencies, 99) / np.percentile(theirs.latencies, 99)
+            lines.append(f"{'PASS' if speed >= 1.5 else 'FAIL'} {run.name} c={c}: req/s {speed:.2f}x LitServe's")
+            lines.append(
+                f"{'PASS' if tail_ratio <= 0.7 else 'FAIL'} {run.name} c={c}: p99 {tail_ratio:.2f}x LitServe's"
+            )
+        ours, plain = find(run, "samebits", 1), find(run, "fastapi", 1)
+        if ours and plain and ours.latencies and plain.latencies:
+            gap = (np.percentile(ours.latencies, 50) - np.percentile(plain.latencies, 50)) * 1000
+            lines.append(f"{'PASS' if gap <= 1.0 else 'FAIL'} {run.name} c=1: p50 {gap:+.2f} ms vs plain FastAPI")
+    print("\ntargets:")
+    print("\n".join(f"  {line}" for line in lines) or "  (nothing to compare)")
+
+
+def print_header(n: int, servers: list[str], concurrencies: list[int]) -> None:
+    lit = getattr(ls, "__version__", "?") if ls is not None else "not installed"
+    print(f"serve_load {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}")
+    print(
+        f"torch {torch.__version__} ({torch.get_num_threads()} threads), cpu count {os.cpu_count()}, "
+        f"python {platform.python_version()}, litserve {lit}"
+    )
+    print(f"servers {','.join(servers)}; concurrency {','.join(map(str, concurrencies))}; {n} requests per cell")
+    print(f"load average {load_average()} (anything else running on these cores skews every number)")
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
+
+
+# -- command line ---------------------------------------------------------------------------
+def names(text: str, known: tuple[str, ...]) -> list[str]:
+    chosen = [x.strip() for x in text.split(",") if x.strip()]
+    unknown = [x for x in chosen if x not in known]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown {', '.join(unknown)}; choose from {', '.join(known)}")
+    return chosen
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="300 requests, concurrency 1 and 16, the two MLPs")
+    p.add_argument("--n", type=int, help="requests per cell [2000; --quick: 300]")
+    p.add_argument("--models", type=lambda s: names(s, MODELS), help=f"comma-separated, of {','.join(MODELS)}")
+    p.add_argument("--servers", type=lambda s: names(s, SERVERS), help=f"comma-separated, of {','.join(SERVERS)}")
+    p.add_argument("--concurrency", type=lambda s: [int(x) for x in s.split(",")], help="[1,16,64; --quick: 1,16]")
+    p.add_argument("--serve", choices=("fastapi", "litserve"), help=argparse.SUPPRESS)  # a server, for the bench
+    p.add_argument("--model", help=argparse.SUPPRESS)
+    p.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    args.n = args.n or (300 if args.quick else 2000)
+    args.models = args.models or (["small_mlp", "medium_mlp"] if args.quick else list(MODELS))
+    args.servers = args.servers or list(SERVERS)
+    args.concurrency = args.concurrency or ([1, 16] if args.quick else list(CONCURRENCY))
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    if args.serve:
+        (serve_fastapi if args.serve == "fastapi" else serve_litserve)(args.model, args.port)
+        return
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a killed bench still stops its servers
+    servers = list(args.servers)
+    if "litserve" in servers and ls is None:
+        print("note: litserve is not importable; its rows are skipped")
+        servers.remove("litserve")
+    print_header(args.n, servers, args.concurrency)
+    started = time.monotonic()
+    tmp = Path(tempfile.mkdtemp(prefix="samebits-serve-load-"))
+    runs = []
+    try:
+        for model in args.models:
+            runs.append(run_model(model, servers, args.concurrency, args.n, tmp))
+            print_table(runs[-1])
+            print(f"load average {load_average()}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print_targets(runs)
+    print(f"\ntotal {time.monotonic() - started:.0f} s; load average {load_average()}")
+
+
+if __name__ == "__main__":
+    main()
