@@ -15,13 +15,14 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from samebits.errors import UserError
 from samebits.files import atomic_write
-from samebits.measure.batching import concat_batches, join_outputs, output_rows, take_rows
+from samebits.measure.batching import batch_size_of, concat_batches, join_outputs, take_rows
 from samebits.models.inputs import ModelInputs
 from samebits.models.target import as_loaded
 from samebits.offline.sources import InputFile, batches, input_files
@@ -138,8 +139,6 @@ def predict(
     progress: Callable[[int], None] | None = None,
 ) -> PredictReport:
     """Run ``model_or_spec`` over the samples in ``inputs`` (files or folders) into ``out_dir``."""
-    import time
-
     from samebits.runtime.predictor import Predictor
 
     started = time.monotonic()
@@ -190,8 +189,6 @@ def predict(
 
 
 def _rows(batch: ModelInputs) -> int:
-    from samebits.measure.batching import batch_size_of
-
     n = batch_size_of(batch)
     if n is None:
         raise UserError("the inputs have no batch dimension 0")
@@ -223,7 +220,7 @@ def _compute(
     bad = [p or "<output>" for p, t in leaves.items() if not hasattr(t, "shape") or not t.dim() or t.shape[0] != rows]
     if bad:
         raise UserError(f"output {bad[0]} is not a tensor with one row per sample; samebits predict stores tensors")
-    tensors = {p or "output": output_rows(t, 0, rows, rows).contiguous() for p, t in leaves.items()}
+    tensors = {p or "output": t.contiguous() for p, t in leaves.items()}
     atomic_write(path, lambda tmp: save_file(tensors, str(tmp)))
     return {
         "index": index,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from samebits.linter.checks.common import TENSOR_NAME, FileContext, Finding
 
@@ -108,21 +109,32 @@ def _grad_free_classes(ctx: FileContext) -> set[str]:
     return found
 
 
-def _grad_free(ctx: FileContext, node: ast.AST, safe_functions: set[str]) -> bool:
+class GradFree(NamedTuple):
+    """What turns grad off in a file besides ``with`` and decorators, found once per rule."""
+
+    functions: set[str]  # functions this file calls only under no_grad
+    classes: set[str]  # module classes whose forward turns grad off itself
+
+    @classmethod
+    def of(cls, ctx: FileContext) -> GradFree:
+        return cls(_functions_called_without_grad(ctx), _grad_free_classes(ctx))
+
+
+def _grad_free(ctx: FileContext, node: ast.AST, free: GradFree) -> bool:
     model = ctx.models.called_model(node)
     return (
         ctx.under_no_grad(node)
         or _in_forward(ctx, node)
-        or _enclosing_function(ctx, node) in safe_functions
+        or _enclosing_function(ctx, node) in free.functions
         or _model_is_parameter(ctx, node)
-        or (model is not None and ctx.models.class_of(model) in _grad_free_classes(ctx))
+        or (model is not None and ctx.models.class_of(model) in free.classes)
     )
 
 
 def inference_without_no_grad(ctx: FileContext) -> Iterator[Finding]:
     if not ctx.inference_file:
         return
-    safe = _functions_called_without_grad(ctx)
+    safe = GradFree.of(ctx)
     for call in ctx.calls:
         if ctx.is_model_call(call) and not _grad_free(ctx, call, safe):
             yield ctx.finding(
@@ -335,7 +347,7 @@ def outputs_kept_with_grad(ctx: FileContext) -> Iterator[Finding]:
     for node in sorted((n for n in ctx.nodes if isinstance(n, ast.Assign)), key=lambda n: n.lineno):
         if not ctx.under_no_grad(node) and _carries_graph(ctx, node.value, tainted):
             tainted.update(n for n in (ctx.name_of(t) for t in node.targets) if n)
-    safe = _functions_called_without_grad(ctx)
+    safe = GradFree.of(ctx)
     for node in ctx.nodes:
         kept: ast.AST | None = None
         if (

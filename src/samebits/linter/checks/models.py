@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -209,7 +210,7 @@ FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 TERMINAL = (ast.Return, ast.Raise, ast.Continue, ast.Break)
 
 
-def _same_scope(node: ast.AST):
+def same_scope(node: ast.AST) -> Iterator[ast.AST]:
     """``ast.walk`` that does not enter nested functions, classes or lambdas."""
     stack = [node]
     while stack:
@@ -228,7 +229,7 @@ def _bound_names(function: ast.AST) -> tuple[set[str], set[str]]:
     bound.update(a.arg for a in args.args + args.kwonlyargs + args.posonlyargs)
     bound.update(a.arg for a in (args.vararg, args.kwarg) if a is not None)
     for body in function.body:  # type: ignore[attr-defined]
-        for node in _same_scope(body):
+        for node in same_scope(body):
             if isinstance(node, ast.Global):
                 declared.update(node.names)
             elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
@@ -246,13 +247,9 @@ class Models:
     def __init__(self, ctx: FileContext) -> None:
         self.ctx = ctx
         self.module = ctx.tree
-        self.locals: dict[int, set[str]] = {}
-        self.params: dict[int, set[str]] = {}
-        for node in ctx.nodes:
-            if isinstance(node, FUNCTIONS):
-                self.locals[id(node)] = _bound_names(node)[0]
-                args = node.args
-                self.params[id(node)] = {a.arg for a in args.args + args.kwonlyargs + args.posonlyargs}
+        self.locals: dict[int, set[str]] = {
+            id(node): _bound_names(node)[0] for node in ctx.nodes if isinstance(node, FUNCTIONS)
+        }
         self.sources: dict[Key, list[Source]] = {}
         self.classes: dict[Key, str] = {}  # models made by a class of this file: its name
         self.not_models: set[Key] = set()
@@ -528,9 +525,7 @@ class Flow:
         return state
 
     def expression(self, node: ast.AST, state: set[Key]) -> None:
-        calls = sorted(
-            (n for n in _same_scope(node) if isinstance(n, ast.Call)), key=lambda n: (n.lineno, n.col_offset)
-        )
+        calls = sorted((n for n in same_scope(node) if isinstance(n, ast.Call)), key=lambda n: (n.lineno, n.col_offset))
         for call in calls:
             if is_eval_call(call):
                 key = self.m.key(chain_base(call.func.value))  # type: ignore[attr-defined]

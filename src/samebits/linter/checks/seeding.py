@@ -6,7 +6,7 @@ import ast
 from collections.abc import Iterator
 
 from samebits.linter.checks.common import RANDOM_TENSOR, SEED_CALLS, FileContext, Finding
-from samebits.linter.checks.models import source_of_call
+from samebits.linter.checks.models import same_scope, source_of_call
 
 
 def _seeds(ctx: FileContext) -> bool:
@@ -68,7 +68,7 @@ def seed_after_model(ctx: FileContext) -> Iterator[Finding]:
             if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue
             calls = sorted(
-                (n for n in _walk_same_scope(stmt) if isinstance(n, ast.Call)), key=lambda n: (n.lineno, n.col_offset)
+                (n for n in same_scope(stmt) if isinstance(n, ast.Call)), key=lambda n: (n.lineno, n.col_offset)
             )
             for node in calls:
                 if _is_seed(ctx, node) and created is not None:
@@ -81,17 +81,6 @@ def seed_after_model(ctx: FileContext) -> Iterator[Finding]:
                 what = _creates(ctx, node)
                 if what and created is None:
                     created = (node.lineno, what)
-
-
-def _walk_same_scope(node: ast.AST) -> Iterator[ast.AST]:
-    """``ast.walk`` that does not enter nested functions, classes or lambdas."""
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        yield current
-        for child in ast.iter_child_nodes(current):
-            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-                stack.append(child)
 
 
 CHECKS = (("SB104", dataloader_workers_unseeded), ("SB106", seed_after_model))
