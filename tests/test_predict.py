@@ -175,3 +175,18 @@ def test_bad_input_stops_with_the_file_named_and_keeps_complete_shards(inputs, t
     np.save(folder / "part99.npy", np.zeros((10, 15), dtype=np.float32))  # a sample of the wrong shape
     result = run_cli("predict", SPEC, str(folder), "-o", str(tmp_path / "o2"), "--shard-size", "1000")
     assert result.returncode == 2 and "part99.npy': its samples are input 0 torch.float32 [15]" in result.stderr
+
+
+def test_verify_recomputes_shards_and_names_the_one_that_differs(inputs, tmp_path):
+    out = tmp_path / "out"
+    predict(SPEC, [str(inputs)], out, shard_size=100)
+    ok = run_cli("verify", str(out), SPEC, "--shards", "3")
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.count(": identical") == 3 and "shard 0 " in ok.stdout and "shard 9 " in ok.stdout
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["shards"][9]["sample_sha256"][17] = "0" * 64  # as if this machine computed other bits
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    bad = run_cli("verify", str(out), SPEC, "--shards", "2")
+    assert bad.returncode == 1 and "shard 9 (100 samples): differs from sample 917" in bad.stdout
+    refused = run_cli("verify", str(out))  # the stored MODEL is code: it is never imported
+    assert refused.returncode == 2 and "pass it: samebits verify OUT_DIR MODEL" in refused.stderr

@@ -15,14 +15,34 @@ from samebits.cli.output import consoles, write_json
 STYLE = {"identical": "green", "close": "yellow", "diverged": "bold red"}
 
 
+def _verify_predictions(out_dir: str, model: Optional[str], shards: int) -> int:
+    """``samebits verify OUT_DIR`` for a ``samebits predict`` folder; the exit code."""
+    from samebits.offline.verify import verify_predictions
+
+    report = verify_predictions(out_dir, model, shards=shards)
+    for check in report.checked:
+        state = "identical" if check.first_difference is None else f"differs from sample {check.first_difference}"
+        typer.echo(f"shard {check.index} ({check.samples} samples): {state}")
+    if not report.identical:
+        for change in report.changes[:5]:
+            typer.echo(f"  likely cause: {change['field']} {change['old']} -> {change['new']}")
+    typer.echo(
+        f"{'identical' if report.identical else 'diverged'}: {len(report.checked)} shards of {out_dir} recomputed"
+    )
+    return report.exit_code
+
+
 def verify_command(
-    golden: str = typer.Argument(..., metavar="FILE", help="A golden written by `samebits record`."),
+    golden: str = typer.Argument(
+        ..., metavar="FILE", help="A golden written by `samebits record`, or an OUT_DIR of `samebits predict`."
+    ),
     model: Optional[str] = typer.Argument(
         None,
         metavar="[MODEL]",
         help="The model to verify. Default: the MODEL stored in the golden, only when it is data (demo:NAME, .pt2, .onnx); a file.py:factory, module:factory or .pt spec is code, so pass it here.",
     ),
     exact: bool = typer.Option(False, "--exact", help="Require identical bits, whatever the machine."),
+    shards: int = typer.Option(3, "--shards", min=1, help="For a predict OUT_DIR: how many shards to recompute."),
     atol: Optional[float] = typer.Option(None, "--atol", help="Absolute tolerance (with --rtol)."),
     rtol: Optional[float] = typer.Option(None, "--rtol", help="Relative tolerance (with --atol)."),
     json_path: Optional[str] = opts.JsonOpt,
@@ -35,7 +55,10 @@ def verify_command(
     match, 1 when one differs, 2 when the file is unreadable.
     """
     from samebits.golden import verify
+    from samebits.offline.verify import is_predictions
 
+    if is_predictions(golden):
+        raise typer.Exit(_verify_predictions(golden, model, shards))
     console = consoles(json_path)
     # Which model is loaded, for a person watching; logs and CI get the report (and one error line).
     announce = (lambda m: print(f"samebits verify: {m}", file=sys.stderr)) if sys.stderr.isatty() else None

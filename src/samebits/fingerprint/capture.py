@@ -196,3 +196,13 @@ def _devices(torch: Any, devices: bool | None) -> list[dict[str, Any]]:
             {"name": p.name, "capability": f"{p.major}.{p.minor}", "memory_gib": round(p.total_memory / 2**30, 1)}
         )
     return out
+
+
+def bit_relevant_changes(recorded: dict[str, Any], current: Fingerprint) -> tuple[list[Any], str | None]:
+    """The differences (``FieldChange``s, all of them) between a recorded fingerprint and
+    ``current``, and why the recorded one cannot be read, if it cannot."""
+    try:
+        old = Fingerprint.from_dict(recorded)
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        return [], f"the recorded fingerprint cannot be read ({exc})"
+    return old.diff(current), None

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from samebits.fingerprint import FieldChange, Fingerprint
+from samebits.fingerprint import FieldChange
 from samebits.tensors.compare import Comparison, check_tolerances, compare_leaves, tolerances_for
 
 
@@ -25,15 +25,6 @@ class Policy:
         if self.kind == "dtype-defaults" and isinstance(expected, torch.Tensor):
             rtol, atol = tolerances_for(expected.dtype)
         return compare_leaves(expected, actual, atol=atol, rtol=rtol, path=path)
-
-
-def bit_relevant_changes(recorded: dict[str, Any], current: Fingerprint) -> tuple[list[FieldChange], str | None]:
-    """The fingerprint differences (all of them) and, if the recorded one cannot be read, why."""
-    try:
-        old = Fingerprint.from_dict(recorded)
-    except (ValueError, TypeError, KeyError, AttributeError) as exc:
-        return [], f"the recorded fingerprint cannot be read ({exc})"
-    return old.diff(current), None
 
 
 def choose_policy(

@@ -10,7 +10,9 @@ from typing import Any
 from samebits.errors import UserError, first_line
 from samebits.fingerprint import Fingerprint
 from samebits.golden.format import SCHEMA_VERSION, Golden, read_golden
-from samebits.golden.policy import bit_relevant_changes, choose_policy
+from samebits.fingerprint import bit_relevant_changes
+from samebits.golden.policy import choose_policy
+from samebits.models.spec import is_data_only_spec
 from samebits.golden.record import run_profiled, spec_resolved_from, through_runtime
 from samebits.models import LoadedModel, load_model
 from samebits.models.target import as_loaded
@@ -61,12 +63,6 @@ class VerifyReport:
             likely_causes=self.likely_causes(),
         )
         return data
-
-
-def is_data_only_spec(spec: str) -> bool:
-    """A spec that loads data, never code: ``demo:NAME``, a scanned ``.pt2`` or an ``.onnx`` file.
-    ``file.py:factory``, ``module:factory`` and TorchScript ``.pt`` run code the user chose."""
-    return spec.startswith("demo:") or spec.lower().endswith((".pt2", ".onnx"))
 
 
 def _model_for(golden: Golden, golden_path: Path, model_or_spec: Any, announce: Callable[[str], None]) -> LoadedModel:

@@ -43,6 +43,12 @@ class LoadedModel:
         return self.kind in ("demo", "factory", "export")
 
 
+def is_data_only_spec(spec: str) -> bool:
+    """A spec that loads data, never code: ``demo:NAME``, a scanned ``.pt2`` or an ``.onnx`` file.
+    ``file.py:factory``, ``module:factory`` and TorchScript ``.pt`` run code the user chose."""
+    return spec.startswith("demo:") or spec.lower().endswith((".pt2", ".onnx"))
+
+
 def load_model(spec: str) -> LoadedModel:
     """Load ``spec``; every failure is a :class:`SpecError` whose one line says what to do."""
     spec = spec.strip()

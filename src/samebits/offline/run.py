@@ -33,6 +33,8 @@ SCHEMA_VERSION = 1
 MANIFEST = "manifest.json"
 DEFAULT_SHARD = 1000
 DEFAULT_BATCH = 64
+# What must be equal for a resume (and a verify) to be the same job.
+COMPARED = ("schema_version", "weights_sha256", "fingerprint_sha256", "plan", "shard_size", "inputs")
 
 
 @dataclasses.dataclass
@@ -52,7 +54,7 @@ def _file_sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _sample_digests(leaves: dict[str, Any], rows: int) -> list[str]:
+def sample_digests(leaves: dict[str, Any], rows: int) -> list[str]:
     """One sha256 per sample over every output path's row (names, dtypes, shapes, exact bits)."""
     out = []
     for i in range(rows):
@@ -63,7 +65,7 @@ def _sample_digests(leaves: dict[str, Any], rows: int) -> list[str]:
     return out
 
 
-def _shards(files: list[InputFile], size: int) -> Iterator[tuple[int, int, ModelInputs]]:
+def shards_of(files: list[InputFile], size: int) -> Iterator[tuple[int, int, ModelInputs]]:
     """(index, first sample, inputs) of each shard of ``size`` samples, streaming the files."""
     pending: list[ModelInputs] = []
     held, start, index = 0, 0, 0
@@ -80,6 +82,24 @@ def _shards(files: list[InputFile], size: int) -> Iterator[tuple[int, int, Model
         yield index, start, concat_batches(pending) if len(pending) > 1 else pending[0]
 
 
+def example_of(loaded: Any, files: list[InputFile]) -> ModelInputs:
+    """What the Predictor calibrates on: the spec's example, else the first file's first 8 rows."""
+    if loaded.example_inputs is not None:
+        return loaded.example_inputs
+    from samebits.offline.sources import read_batch, rows_in
+
+    first = read_batch(files[0].path)
+    return take_rows(first, 0, min(8, rows_in(first, files[0].path)))
+
+
+def plan_of(predictor: Any) -> dict[str, Any]:
+    return {
+        "backend": predictor.backend,
+        "invariance": predictor.invariance.scheme,
+        "verified_batch_sizes": list(predictor.invariance.sizes),
+    }
+
+
 def _header(predictor: Any, spec: str, batch_size: int, shard_size: int, files: list[InputFile]) -> dict[str, Any]:
     from samebits.fingerprint.diff import bit_relevant
     from samebits.runtime.cache import weights_digest
@@ -91,11 +111,8 @@ def _header(predictor: Any, spec: str, batch_size: int, shard_size: int, files: 
         "model": spec,
         "weights_sha256": weights_digest(predictor.model),
         "fingerprint_sha256": hashlib.sha256(relevant).hexdigest(),
-        "plan": {
-            "backend": predictor.backend,
-            "invariance": predictor.invariance.scheme,
-            "verified_batch_sizes": list(predictor.invariance.sizes),
-        },
+        "fingerprint": predictor.fingerprint,  # in full, for verify to say what changed
+        "plan": plan_of(predictor),
         "batch_size": batch_size,  # recorded, not compared: outputs do not depend on it
         "shard_size": shard_size,
         "inputs": [f.to_dict() for f in files],
@@ -115,7 +132,7 @@ def _resumable(out: Path, header: dict[str, Any]) -> dict[int, dict[str, Any]]:
         raise UserError(f"cannot resume: '{out / MANIFEST}' is unreadable ({exc})") from None
     if not isinstance(old, dict) or old.get("kind") != "predict":
         raise UserError(f"cannot resume: '{out / MANIFEST}' is not a samebits predict manifest")
-    for key in ("schema_version", "weights_sha256", "fingerprint_sha256", "plan", "shard_size", "inputs"):
+    for key in COMPARED:
         if old.get(key) != header[key]:
             raise UserError(
                 f"cannot resume into '{out}': the {key.replace('_', ' ')} differs from the earlier run's; use another OUT_DIR"
@@ -156,12 +173,7 @@ def predict(
         )
     files = input_files(inputs)
     loaded = as_loaded(model_or_spec)
-    example = loaded.example_inputs
-    if example is None:
-        from samebits.offline.sources import read_batch, rows_in
-
-        first = read_batch(files[0].path)
-        example = take_rows(first, 0, min(8, rows_in(first, files[0].path)))
+    example = example_of(loaded, files)
     out.mkdir(parents=True, exist_ok=True)
     done_samples = 0
     # The plan (verified sizes) must not depend on --batch-size, or neither would the bits: the
@@ -171,7 +183,7 @@ def predict(
         complete = _resumable(out, header) if resume and has_manifest else {}
         shards: dict[int, dict[str, Any]] = {}
         computed = 0
-        for index, start, shard in _shards(files, shard_size):
+        for index, start, shard in shards_of(files, shard_size):
             rows = _rows(shard)
             path = out / shard_name(index)
             entry = complete.get(index)
@@ -198,9 +210,24 @@ def _rows(batch: ModelInputs) -> int:
 def _compute(
     predictor: Any, shard: ModelInputs, rows: int, batch_size: int, path: Path, index: int, start: int
 ) -> dict[str, Any]:
-    """Run one shard in chunks of ``batch_size``, write its file atomically, describe it."""
+    """Run one shard, write its file atomically, describe it."""
     from safetensors.torch import save_file
 
+    tensors = run_shard(predictor, shard, rows, batch_size, start)
+    atomic_write(path, lambda tmp: save_file(tensors, str(tmp)))
+    return {
+        "index": index,
+        "start": start,
+        "samples": rows,
+        "file": path.name,
+        "sha256": _file_sha256(path),
+        "sample_sha256": sample_digests(tensors, rows),
+        "status": "complete",
+    }
+
+
+def run_shard(predictor: Any, shard: ModelInputs, rows: int, batch_size: int, start: int) -> dict[str, Any]:
+    """One shard's outputs ``{path: tensor}``, run in chunks of ``batch_size``."""
     from samebits.errors import first_line
 
     outputs, sizes = [], []
@@ -220,14 +247,4 @@ def _compute(
     bad = [p or "<output>" for p, t in leaves.items() if not hasattr(t, "shape") or not t.dim() or t.shape[0] != rows]
     if bad:
         raise UserError(f"output {bad[0]} is not a tensor with one row per sample; samebits predict stores tensors")
-    tensors = {p or "output": t.contiguous() for p, t in leaves.items()}
-    atomic_write(path, lambda tmp: save_file(tensors, str(tmp)))
-    return {
-        "index": index,
-        "start": start,
-        "samples": rows,
-        "file": path.name,
-        "sha256": _file_sha256(path),
-        "sample_sha256": _sample_digests(tensors, rows),
-        "status": "complete",
-    }
+    return {p or "output": t.contiguous() for p, t in leaves.items()}
