@@ -47,12 +47,13 @@ def verify_command(
     rtol: Optional[float] = typer.Option(None, "--rtol", help="Relative tolerance (with --atol)."),
     json_path: Optional[str] = opts.JsonOpt,
 ) -> None:
-    """Re-run a golden's model and say what changed, by how much, and why.
+    """Re-run a golden's model (or a predict run's shards) and say what changed, by how much, and why.
 
     The model runs on the golden's inputs under its determinism profile; every output is
     compared: bits when the fingerprint matches in every field that changes bits, torch's
     per-dtype tolerances when it does not (or as --exact / --atol --rtol say). Exit 0 when all
-    match, 1 when one differs, 2 when the file is unreadable.
+    match, 1 when one differs, 2 when the file is unreadable. Given the OUT_DIR of `samebits
+    predict`, it recomputes --shards of its shards and compares every sample's digest.
     """
     from samebits.golden import verify
     from samebits.offline.verify import is_predictions
