@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from typing import Any
 
 # Longest matching prefix wins. (affects_bits, note)
@@ -87,6 +89,12 @@ def bit_relevant(data: dict[str, Any]) -> dict[str, Any]:
         for field, value in flatten_fields(data).items()
         if field != "schema_version" and note_for(field)[0]
     }
+
+
+def bit_relevant_digest(data: dict[str, Any]) -> str:
+    """sha256 of :func:`bit_relevant`: equal for two fingerprints exactly when no field that can
+    change bits differs (the Predictor's cache key, a predict manifest, Ray replicas)."""
+    return hashlib.sha256(json.dumps(bit_relevant(data), sort_keys=True, default=str).encode()).hexdigest()
 
 
 def diff(a: Any, b: Any) -> list[FieldChange]:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from samebits.errors import UserError
-from samebits.files import atomic_write
+from samebits.files import atomic_write, sha256_file
 from samebits.measure.batching import batch_size_of, concat_batches, join_outputs, take_rows
 from samebits.models.inputs import ModelInputs
 from samebits.models.target import as_loaded
@@ -48,10 +48,6 @@ class PredictReport:
 
 def shard_name(index: int) -> str:
     return f"shard-{index:06d}.safetensors"
-
-
-def _file_sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def sample_digests(leaves: dict[str, Any], rows: int) -> list[str]:
@@ -101,16 +97,15 @@ def plan_of(predictor: Any) -> dict[str, Any]:
 
 
 def _header(predictor: Any, spec: str, batch_size: int, shard_size: int, files: list[InputFile]) -> dict[str, Any]:
-    from samebits.fingerprint.diff import bit_relevant
+    from samebits.fingerprint.diff import bit_relevant_digest
     from samebits.runtime.cache import weights_digest
 
-    relevant = json.dumps(bit_relevant(predictor.fingerprint), sort_keys=True, default=str).encode()
     return {
         "schema_version": SCHEMA_VERSION,
         "kind": "predict",
         "model": spec,
         "weights_sha256": weights_digest(predictor.model),
-        "fingerprint_sha256": hashlib.sha256(relevant).hexdigest(),
+        "fingerprint_sha256": bit_relevant_digest(predictor.fingerprint),
         "fingerprint": predictor.fingerprint,  # in full, for verify to say what changed
         "plan": plan_of(predictor),
         "batch_size": batch_size,  # recorded, not compared: outputs do not depend on it
@@ -187,7 +182,7 @@ def predict(
             rows = _rows(shard)
             path = out / shard_name(index)
             entry = complete.get(index)
-            if entry and entry.get("start") == start and path.is_file() and _file_sha256(path) == entry.get("sha256"):
+            if entry and entry.get("start") == start and path.is_file() and sha256_file(path) == entry.get("sha256"):
                 shards[index] = entry  # complete, and its file unchanged
             else:
                 shards[index] = _compute(predictor, shard, rows, batch_size, path, index, start)
@@ -220,7 +215,7 @@ def _compute(
         "start": start,
         "samples": rows,
         "file": path.name,
-        "sha256": _file_sha256(path),
+        "sha256": sha256_file(path),
         "sample_sha256": sample_digests(tensors, rows),
         "status": "complete",
     }

@@ -7,7 +7,6 @@ tensors as keyword inputs)."""
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import numpy as np
 import torch
 
 from samebits.errors import UserError, first_line
+from samebits.files import sha256_file
 from samebits.models.inputs import ModelInputs
 
 SUFFIXES = (".npy", ".safetensors", ".pt", ".pth")
@@ -28,14 +28,6 @@ class InputFile:
 
     def to_dict(self) -> dict[str, object]:
         return {"path": str(self.path), "size": self.size, "sha256": self.sha256}
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def input_files(paths: list[str]) -> list[InputFile]:
@@ -54,7 +46,7 @@ def input_files(paths: list[str]) -> list[InputFile]:
             found.append(p)
         else:
             raise UserError(f"input '{p}' does not exist")
-    return [InputFile(f.resolve(), f.stat().st_size, _sha256(f)) for f in found]
+    return [InputFile(f.resolve(), f.stat().st_size, sha256_file(f)) for f in found]
 
 
 def read_batch(path: Path) -> ModelInputs:

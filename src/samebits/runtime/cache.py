@@ -17,7 +17,7 @@ import torch
 
 from samebits._version import __version__
 from samebits.errors import UserError
-from samebits.files import atomic_write
+from samebits.files import atomic_write, sha256_file
 
 
 def _home_cache() -> Path:
@@ -79,13 +79,7 @@ class CacheError(UserError):
 
 
 def _sha256(path: Path) -> str | None:
-    if not path.is_file():
-        return None
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    return sha256_file(path) if path.is_file() else None
 
 
 class ArtifactCache:

@@ -3,7 +3,6 @@ batch a sample arrives in (measured, never assumed)."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import threading
@@ -17,6 +16,7 @@ import torch
 from torch import nn
 
 from samebits.errors import UserError, first_line
+from samebits.fingerprint.diff import bit_relevant_digest
 from samebits.models import ModelInputs
 from samebits.models.target import as_loaded, inputs_for
 from samebits.runtime.cache import ArtifactCache, artifact_key, default_cache_dir
@@ -47,13 +47,6 @@ def _shapes(inputs: ModelInputs) -> list[Any]:
         for p, t in tree.flatten(inputs.as_tree()).items()
         if isinstance(t, torch.Tensor)
     ]
-
-
-def _bit_relevant(fingerprint: dict[str, Any]) -> str:
-    """A digest of the fingerprint fields that can change bits (``fingerprint.diff.bit_relevant``)."""
-    from samebits.fingerprint.diff import bit_relevant
-
-    return hashlib.sha256(json.dumps(bit_relevant(fingerprint), sort_keys=True, default=str).encode()).hexdigest()
 
 
 _PROFILE_LOCK = threading.Lock()
@@ -256,7 +249,7 @@ class Predictor:
                 "backend": self.backend,
                 "candidates": candidates,
                 "sample": _shapes(self._sample),
-                "environment": _bit_relevant(self.fingerprint),
+                "environment": bit_relevant_digest(self.fingerprint),
             },
         )
         store, name = ArtifactCache(self.cache_dir), f"calibration-{key}.json"

@@ -181,14 +181,8 @@ def create_app(
     :func:`samebits.serve.server.serve`. ``not_ready``: why it must never report ready (the
     ``--golden`` self-check failed); it still answers, so the difference can be inspected."""
     metrics = Metrics()
-    batcher = Batcher(
-        predictor.predict,
-        max_batch_size=options.max_batch_size,
-        max_wait_ms=options.max_wait_ms,
-        max_queue=options.max_queue,
-        timeout_s=options.timeout_s,
-        forward_timeout_s=options.forward_timeout_s,
-        on_batch=lambda rows, seconds: metrics.batch.observe(rows),
+    batcher = Batcher.for_options(
+        predictor.predict, options, on_batch=lambda rows, seconds: metrics.batch.observe(rows)
     )
     limit = int(options.max_body_mb * 1024 * 1024)
     fingerprint = hashlib.sha256(json.dumps(predictor.fingerprint, sort_keys=True, default=str).encode()).hexdigest()

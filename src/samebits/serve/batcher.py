@@ -20,6 +20,7 @@ from typing import Any
 from samebits.errors import first_line
 from samebits.measure.batching import batch_size_of, concat_batches, output_rows
 from samebits.models.inputs import ModelInputs
+from samebits.serve.options import ServeOptions
 
 
 class QueueFull(RuntimeError):
@@ -72,12 +73,29 @@ class Batcher:
         self.on_batch = on_batch or (lambda rows, seconds: None)
         self.queue: deque[_Item] = deque()
         self.queued_rows = 0
-        self.busy = False
         self.draining = False
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
         self._idle: asyncio.Event | None = None
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="samebits-worker")
+
+    @classmethod
+    def for_options(
+        cls,
+        predict: Callable[[ModelInputs], Any],
+        options: ServeOptions,
+        on_batch: Callable[[int, float], None] | None = None,
+    ) -> Batcher:
+        """A batcher with the limits of ``options`` (``samebits serve``'s flags)."""
+        return cls(
+            predict,
+            max_batch_size=options.max_batch_size,
+            max_wait_ms=options.max_wait_ms,
+            max_queue=options.max_queue,
+            timeout_s=options.timeout_s,
+            forward_timeout_s=options.forward_timeout_s,
+            on_batch=on_batch,
+        )
 
     async def start(self) -> None:
         self._wake, self._idle = asyncio.Event(), asyncio.Event()
@@ -144,7 +162,6 @@ class Batcher:
             batch = self._take()
             if not batch:
                 continue
-            self.busy = True
             started = time.monotonic()
             try:
                 joined = concat_batches([b.inputs for b in batch]) if len(batch) > 1 else batch[0].inputs
@@ -175,6 +192,5 @@ class Batcher:
                     if not item.future.done():
                         item.future.set_exception(ForwardFailed(first_line(exc, with_type=True)))
             finally:
-                self.busy = False
                 self.on_batch(sum(b.rows for b in batch), time.monotonic() - started)
             under_load = bool(self.queue)

@@ -15,17 +15,9 @@ would answer with other bits, so it refuses to start and says why.
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 from typing import Any
 
 from samebits.serve.options import ServeOptions
-
-
-def _bit_relevant_digest(fingerprint: dict[str, Any]) -> str:
-    from samebits.fingerprint.diff import bit_relevant
-
-    return hashlib.sha256(json.dumps(bit_relevant(fingerprint), sort_keys=True, default=str).encode()).hexdigest()
 
 
 def deployment(
@@ -48,22 +40,12 @@ def deployment(
         def __init__(self) -> None:
             import ray
 
-            from samebits.models.target import as_loaded, inputs_for
-            from samebits.runtime.predictor import Predictor
+            from samebits.fingerprint.diff import bit_relevant_digest
             from samebits.serve.batcher import Batcher
-            from samebits.serve.server import model_name
-            from samebits.serve.signature import signature_of
+            from samebits.serve.server import served
 
-            loaded = as_loaded(model_spec)
-            example = inputs_for(loaded, None, hint="samebits serve needs example inputs to calibrate")
-            self.predictor = Predictor(
-                loaded,
-                backend=options.backend,
-                max_batch_size=options.max_batch_size,
-                example_inputs=example,
-                cache_dir=cache_dir,
-            )
-            mine = _bit_relevant_digest(self.predictor.fingerprint)
+            self.name, self.predictor, self.signature = served(model_spec, None, options, cache_dir)
+            mine = bit_relevant_digest(self.predictor.fingerprint)
             registry = (
                 _registry()
                 .options(
@@ -73,22 +55,12 @@ def deployment(
             )
             first = ray.get(registry.claim.remote(mine))
             if first != mine:
+                self.predictor.close()
                 raise RuntimeError(
                     f"this replica's bit-relevant fingerprint ({mine[:12]}) differs from the first replica's "
                     f"({first[:12]}): it would answer with other bits (another CPU ISA or torch build); not starting"
                 )
-            self.signature = signature_of(
-                self.predictor.model, self.predictor._example, self.predictor.predict(self.predictor._example)
-            )
-            self.name = options.name or model_name(loaded.spec)
-            self.batcher = Batcher(
-                self.predictor.predict,
-                max_batch_size=options.max_batch_size,
-                max_wait_ms=options.max_wait_ms,
-                max_queue=options.max_queue,
-                timeout_s=options.timeout_s,
-                forward_timeout_s=options.forward_timeout_s,
-            )
+            self.batcher = Batcher.for_options(self.predictor.predict, options)
 
         async def __call__(self, request: Any) -> Any:
             from starlette.responses import JSONResponse, Response

@@ -22,29 +22,42 @@ def model_name(spec: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", tail) or "model"
 
 
-def build(model_or_spec: Any, inputs: Any = None, options: ServeOptions = ServeOptions()) -> tuple[Any, Any, Any]:
-    """(app, predictor, signature) for a model: the Predictor is created and calibrated here."""
+def served(
+    model_or_spec: Any, inputs: Any, options: ServeOptions, cache_dir: str | None = None
+) -> tuple[str, Any, Any]:
+    """(model name, calibrated Predictor, signature): what ``samebits serve`` and each Ray
+    replica run. A model that cannot be served closes its Predictor and raises."""
     from samebits.models.target import as_loaded, inputs_for
     from samebits.runtime.predictor import Predictor
-    from samebits.serve.app import create_app
     from samebits.serve.signature import signature_of
 
     loaded = as_loaded(model_or_spec)
     example = inputs_for(loaded, inputs, hint="samebits serve needs example inputs to calibrate")
     predictor = Predictor(
-        loaded, backend=options.backend, max_batch_size=options.max_batch_size, example_inputs=example
+        loaded,
+        backend=options.backend,
+        max_batch_size=options.max_batch_size,
+        example_inputs=example,
+        cache_dir=cache_dir,
     )
     try:
         signature = signature_of(predictor.model, predictor._example, predictor.predict(predictor._example))
     except Exception:
         predictor.close()
         raise
+    return options.name or model_name(loaded.spec), predictor, signature
+
+
+def build(model_or_spec: Any, inputs: Any = None, options: ServeOptions = ServeOptions()) -> tuple[Any, Any, Any]:
+    """(app, predictor, signature) for a model: the Predictor is created and calibrated here."""
+    from samebits.serve.app import create_app
+
+    name, predictor, signature = served(model_or_spec, inputs, options)
     not_ready = None
     if options.golden is not None:
         from samebits.serve.selfcheck import golden_mismatch
 
         not_ready = golden_mismatch(predictor.predict, options.backend, options.golden)
-    name = options.name or model_name(loaded.spec)
     app = create_app(predictor, signature, name=name, options=options, not_ready=not_ready)
     return app, predictor, signature
 
