@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 
 import torch
@@ -78,3 +80,26 @@ def slow():
 def linear():
     torch.manual_seed(0)
     return nn.Linear(3, 2).eval(), torch.ones(2, 3)
+
+
+class _SignalsInItsFinaliser:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.3)  # the signal handler runs here, inside the finaliser, whose exceptions Python drops
+
+
+class SignalInFinaliser(nn.Linear):
+    """A Linear whose first forward drops an object whose ``__del__`` receives SIGTERM."""
+
+    sent = False
+
+    def forward(self, x):
+        if not SignalInFinaliser.sent:
+            SignalInFinaliser.sent = True
+            _SignalsInItsFinaliser()
+        return super().forward(x)
+
+
+def signal_in_finaliser():
+    torch.manual_seed(0)
+    return SignalInFinaliser(3, 2), torch.ones(2, 3)

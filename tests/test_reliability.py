@@ -481,6 +481,20 @@ def test_a_signal_to_samebits_alone_ends_its_children_and_temp_folder(tmp_path, 
     assert "Traceback" not in err
 
 
+def test_a_signal_that_lands_in_a_finaliser_still_stops_the_command(tmp_path):
+    # Python drops exceptions raised inside __del__; the signal is delivered again after it.
+    proc = subprocess.run(
+        [sys.executable, "-m", "samebits", "check", m("signal_in_finaliser"), "--axes", "repeat", "--runs", "50"],
+        env=scrubbed_env(TMPDIR=str(tmp_path)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 143, proc.stderr
+    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr
+    assert not list(tmp_path.glob("samebits-*"))
+
+
 def test_an_onnxruntime_build_leaves_only_its_entries(tmp_path):
     pytest.importorskip("onnxruntime")
     cache = tmp_path / "cache"

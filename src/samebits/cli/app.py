@@ -3,9 +3,11 @@ user errors into a one-line message and exit code 2."""
 
 from __future__ import annotations
 
+import _thread
 import logging
 import signal
 import sys
+import threading
 import warnings
 from pathlib import Path
 from typing import Optional
@@ -63,8 +65,32 @@ serve.register(app)
 predict.register(app)
 
 
+_signals: list[int] = []  # the signals this process received, in order
+
+
 def _terminate(signum: int, frame: object) -> None:
+    _signals.append(signum)
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
     raise SystemExit(128 + signum)  # unwinds: children are killed and temp folders removed on the way
+
+
+def _redeliver(unraisable: object, _default: object = sys.unraisablehook) -> None:
+    """A signal handled while Python runs a finaliser (``__del__``, a weakref callback) raises
+    there, and Python drops exceptions raised in finalisers: the signal is delivered again once
+    the finaliser has returned, so the command still stops."""
+    exc = getattr(unraisable, "exc_value", None)
+    if _signals and isinstance(exc, (SystemExit, KeyboardInterrupt)):
+        threading.Timer(0.01, _thread.interrupt_main, args=(_signals[-1],)).start()
+        return
+    _default(unraisable)  # type: ignore[operator]
+
+
+def _signal_code(code: int) -> int:
+    """The exit code of a run that received a signal: 130 for SIGINT, 128 + N for another."""
+    if not _signals or code not in (0, 1):
+        return code
+    return 130 if _signals[0] == signal.SIGINT else 128 + _signals[0]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -75,13 +101,15 @@ def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     own = args[: args.index("--")] if "--" in args else args
     debug, verbose = "--debug" in own, "--verbose" in own
-    signal.signal(signal.SIGTERM, _terminate)
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _terminate)
+    sys.unraisablehook = _redeliver
     with warnings.catch_warnings(record=not verbose) as caught:
         if not verbose:
             warnings.simplefilter("always")
             for name in ("torch", "onnxruntime", "onnxscript", "transformers"):
                 logging.getLogger(name).setLevel(logging.ERROR)
-        code = _run(args, debug)
+        code = _signal_code(_run(args, debug))
     if caught and code in (0, 1):
         sources = sorted({_package_of(w.filename) for w in caught})
         typer.echo(
