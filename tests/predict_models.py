@@ -29,3 +29,27 @@ def mlp():
 def slow_mlp():
     torch.manual_seed(0)
     return MLP(slow=True), torch.randn(8, 16)
+
+
+class SmallConv(nn.Module):
+    """Convolutions, whose bits depend on the thread count on this CPU (measured by the check
+    baseline): the thread plan must pin them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = nn.Sequential(
+            nn.Conv2d(3, 16, 3, stride=2, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(16, 32, 3, stride=2, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(32, 5, 1),  # this one: 1 and 2 threads give other bits at 16x16 (measured)
+            nn.Flatten(),
+        )
+
+    def forward(self, images):
+        return self.body(images)
+
+
+def conv():
+    torch.manual_seed(0)
+    return SmallConv(), torch.randn(8, 3, 64, 64)

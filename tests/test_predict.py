@@ -70,9 +70,7 @@ def test_outputs_do_not_depend_on_batch_size_or_shard_size(inputs, tmp_path):
 
     model, example = predict_models.mlp()
     first = load_file(str(runs[7, 100] / "shard-000000.safetensors"))["output"]
-    from samebits.offline.sources import read_batch
-
-    x = read_batch(sorted(inputs.iterdir())[0]).args[0]
+    x = load_file(str(sorted(inputs.iterdir())[0]))["x"]
     with Predictor(model, example_inputs=example) as predictor:
         assert torch.equal(first[3], predictor.predict_one(x[3]))
 
@@ -166,15 +164,22 @@ def test_bad_input_stops_with_the_file_named_and_keeps_complete_shards(inputs, t
         (folder / p.name).write_bytes(p.read_bytes())
     (folder / "part99.npy").write_bytes(b"not an array")
     result = run_cli("predict", SPEC, str(folder), "-o", str(tmp_path / "o1"), "--shard-size", "100")
-    error = result.stderr.strip().splitlines()[-1]  # the lines before are progress
+    error = result.stderr.strip().splitlines()[-1]
     assert result.returncode == 2 and error.startswith("samebits: error:") and "part99.npy" in error
-    assert "not a .npy array file" in error
-    kept = json.loads((tmp_path / "o1" / "manifest.json").read_text())["shards"]
-    assert [s["samples"] for s in kept] == [100, 100, 100, 100]  # 455 samples read before the bad file
+    assert "not a .npy array file" in error and not (tmp_path / "o1").exists()  # refused before anything ran
     (folder / "part99.npy").unlink()
-    np.save(folder / "part99.npy", np.zeros((10, 15), dtype=np.float32))  # a sample of the wrong shape
-    result = run_cli("predict", SPEC, str(folder), "-o", str(tmp_path / "o2"), "--shard-size", "1000")
-    assert result.returncode == 2 and "part99.npy': its samples are input 0 torch.float32 [15]" in result.stderr
+    np.save(folder / "part99.npy", np.zeros((10, 15), dtype=np.float32))  # samples of the wrong shape
+    result = run_cli("predict", SPEC, str(folder), "-o", str(tmp_path / "o2"), "--shard-size", "100")
+    assert result.returncode == 2 and "part99.npy' row 0: its samples are input 0 float32 [15]" in result.stderr
+    kept = json.loads((tmp_path / "o2" / "manifest.json").read_text())["shards"]
+    assert [s["samples"] for s in kept] == [100, 100, 100, 100]  # the 455 good samples before the bad file
+    skipped = run_cli("predict", SPEC, str(folder), "-o", str(tmp_path / "o3"), "--shard-size", "100", "--skip-bad")
+    assert skipped.returncode == 0, skipped.stderr
+    manifest = json.loads((tmp_path / "o3" / "manifest.json").read_text())
+    last = manifest["shards"][-1]
+    assert [s["samples"] for s in manifest["shards"]] == [100, 100, 100, 100, 55]
+    assert [(s["sample"], s["row"]) for s in last["skipped"]] == [(455 + r, r) for r in range(10)]
+    assert digests(tmp_path / "o3") == digests(tmp_path / "o2") + last["sample_sha256"]
 
 
 def test_verify_recomputes_shards_and_names_the_one_that_differs(inputs, tmp_path):
@@ -190,3 +195,72 @@ def test_verify_recomputes_shards_and_names_the_one_that_differs(inputs, tmp_pat
     assert bad.returncode == 1 and "shard 9 (100 samples): differs from sample 917" in bad.stdout
     refused = run_cli("verify", str(out))  # the stored MODEL is code: it is never imported
     assert refused.returncode == 2 and "pass it: samebits verify OUT_DIR MODEL" in refused.stderr
+
+
+def test_workers_give_the_same_bytes_as_one_process(inputs, tmp_path):
+    one = predict(SPEC, [str(inputs)], tmp_path / "w1", batch_size=7, shard_size=100)
+    for batch, shard in ((7, 100), (64, 333)):
+        out = tmp_path / f"w2-{batch}-{shard}"
+        report = predict(SPEC, [str(inputs)], out, batch_size=batch, shard_size=shard, workers=2)
+        assert report.samples == 1000 and report.computed == -(-1000 // shard)
+        assert digests(out) == digests(tmp_path / "w1")
+    assert shard_bytes(tmp_path / "w2-7-100") == shard_bytes(tmp_path / "w1")
+    assert one.threads["per_worker"] >= 1 and one.threads["why"]
+    with pytest.raises(UserError, match="needs a MODEL spec"):
+        predict(torch.nn.Linear(16, 5), [str(inputs)], tmp_path / "obj", workers=2)
+
+
+def test_a_model_whose_bits_follow_the_thread_count_gets_one_thread_per_worker(tmp_path):
+    import predict_models
+    from samebits.measure.threads import num_threads
+    from samebits.runtime.predictor import Predictor
+    from samebits.tensors.digest import digest
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    x = torch.randn(96, 3, 64, 64, generator=torch.Generator().manual_seed(1))
+    np.save(folder / "a.npy", x[:50].numpy())
+    np.save(folder / "b.npy", x[50:].numpy())
+    spec = f"{HERE / 'predict_models.py'}:conv"
+    runs = {k: predict(spec, [str(folder)], tmp_path / f"w{k}", shard_size=40, workers=k) for k in (1, 2)}
+    assert digests(tmp_path / "w1") == digests(tmp_path / "w2")
+    # the plan says what a direct measurement on this machine says
+    model, example = predict_models.conv()
+    with Predictor(model, example_inputs=example) as predictor:
+        bits = {}
+        for n in (1, torch.get_num_threads()):
+            with num_threads(n):
+                bits[n] = [digest(predictor.predict(x[:rows])) for rows in (1, 4, 64)]
+    differs = bits[1] != bits[torch.get_num_threads()]
+    for report in runs.values():
+        assert report.threads["fixed"] == differs or torch.get_num_threads() == 1
+        if differs:
+            assert report.threads["per_worker"] == 1 and "different bits" in report.threads["why"]
+
+
+def test_workers_killed_with_the_parent_and_resumed_give_the_same_bytes(inputs, tmp_path):
+    whole = tmp_path / "whole"
+    predict(SPEC, [str(inputs)], whole, shard_size=50, batch_size=16)
+    broken = tmp_path / "broken"
+    cmd = [sys.executable, "-m", "samebits", "predict", SLOW, str(inputs), "-o", str(broken)]
+    cmd += ["--shard-size", "50", "--batch-size", "16", "--workers", "2", "--resume"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=scrubbed_env())
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                if len(json.loads((broken / "manifest.json").read_text())["shards"]) >= 4:
+                    break
+            except (OSError, json.JSONDecodeError, KeyError):
+                pass
+            time.sleep(0.005)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    time.sleep(1.0)
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert "samebits.offline.worker" not in ps, "a worker outlived its parent"
+    done = run_cli(*cmd[3:])
+    assert done.returncode == 0, done.stderr
+    assert shard_bytes(broken) == shard_bytes(whole) and digests(broken) == digests(whole)
+    assert not list(broken.glob(".*.tmp"))

@@ -36,7 +36,7 @@ def kill_children() -> None:
         _LIVE.discard(proc)
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
+def die_with_parent() -> None:  # runs in the child between fork and exec
     """Linux: the child gets SIGKILL when the parent dies, however it dies (PR_SET_PDEATHSIG)."""
     with contextlib.suppress(Exception):
         import ctypes
@@ -212,7 +212,7 @@ class ChildRunner:
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,
                 start_new_session=True,  # its own process group: killed as one
-                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+                preexec_fn=die_with_parent if sys.platform == "linux" else None,
             )
         _LIVE.add(proc)
         return proc, time.monotonic(), out

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,18 @@ DTYPES = {
 DTYPES.update(
     {"float": torch.float32, "double": torch.float64, "half": torch.float16, "long": torch.int64, "int": torch.int32}
 )
+
+
+def forward_parameters(model: Any) -> list[tuple[str, bool]]:
+    """The named inputs of ``model``'s forward, in order, each with whether it is required;
+    empty where the forward has no Python signature."""
+    forward = getattr(model, "forward", model)
+    try:
+        params = inspect.signature(forward).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return [(p.name, p.default is inspect.Parameter.empty) for p in params if p.kind in kinds]
 
 
 def parse_dtype(name: str) -> torch.dtype:

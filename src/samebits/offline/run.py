@@ -1,13 +1,14 @@
 """``samebits predict``: offline batch inference over input files into shards of outputs.
 
-Samples are streamed one input file at a time and cut into shards of ``shard_size`` samples;
-each shard runs through one :class:`~samebits.runtime.Predictor` in chunks of ``batch_size``
-and is written atomically as ``shard-NNNNNN.safetensors``. ``manifest.json`` lists what the run
-was (model weights, bit-relevant fingerprint, plan, shard size, input files) and, for each
+The samples of all input files form one sequence; shard ``i`` is samples ``[i·S, (i+1)·S)``.
+Each shard is read on its own (never all inputs in memory), run through one
+:class:`~samebits.runtime.Predictor` in chunks of ``batch_size`` and written atomically as
+``shard-NNNNNN.safetensors``. ``manifest.json`` lists what the run was (model weights,
+bit-relevant fingerprint, plan, threads per worker, shard size, input files) and, for each
 complete shard only, its samples, file digest and per-sample output digests. A run stopped at
 any point and resumed (``resume=True``) skips the complete shards whose files still have their
 digest and redoes the rest: the same bytes as an uninterrupted run. Per-sample outputs do not
-depend on the batch size or the shard size (the Predictor runs only verified sizes).
+depend on the batch size, the shard size or the number of workers (offline/workers.py).
 """
 
 from __future__ import annotations
@@ -15,35 +16,50 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from samebits.errors import UserError
+from samebits.errors import UserError, first_line
 from samebits.files import atomic_write, sha256_file
-from samebits.measure.batching import batch_size_of, concat_batches, join_outputs, take_rows
+from samebits.measure.batching import batch_size_of, join_outputs, take_rows
 from samebits.models.inputs import ModelInputs
 from samebits.models.target import as_loaded
-from samebits.offline.sources import InputFile, batches, input_files
+from samebits.offline.dataset import Dataset
+from samebits.offline.images import ImagePrep
+from samebits.offline.sources import InputFile, input_files
 from samebits.tensors.digest import digest
 from samebits.tensors.tree import flatten
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: shards are ranges of the input samples; skipped samples; threads per worker
 MANIFEST = "manifest.json"
 DEFAULT_SHARD = 1000
 DEFAULT_BATCH = 64
 # What must be equal for a resume (and a verify) to be the same job.
-COMPARED = ("schema_version", "weights_sha256", "fingerprint_sha256", "plan", "shard_size", "inputs")
+COMPARED = (
+    "schema_version",
+    "weights_sha256",
+    "thread_plan",
+    "fingerprint_sha256",
+    "plan",
+    "shard_size",
+    "skip_bad",
+    "preprocessing",
+    "inputs",
+)
 
 
 @dataclasses.dataclass
 class PredictReport:
     out_dir: Path
-    samples: int
+    samples: int  # samples with an output
+    skipped: int  # samples (and files) left out under skip_bad
     shards: int
     computed: int  # shards computed in this run (the others were complete already)
     seconds: float
+    threads: dict[str, Any]  # threads per worker, and why
 
 
 def shard_name(index: int) -> str:
@@ -61,31 +77,30 @@ def sample_digests(leaves: dict[str, Any], rows: int) -> list[str]:
     return out
 
 
-def shards_of(files: list[InputFile], size: int) -> Iterator[tuple[int, int, ModelInputs]]:
-    """(index, first sample, inputs) of each shard of ``size`` samples, streaming the files."""
-    pending: list[ModelInputs] = []
-    held, start, index = 0, 0, 0
-    for _, batch, rows in batches(files):
-        pending.append(batch)
-        held += rows
-        while held >= size:
-            joined = concat_batches(pending) if len(pending) > 1 else pending[0]
-            yield index, start, take_rows(joined, 0, size)
-            rest = held - size
-            pending = [take_rows(joined, size, held)] if rest else []
-            held, start, index = rest, start + size, index + 1
-    if held:
-        yield index, start, concat_batches(pending) if len(pending) > 1 else pending[0]
+def open_dataset(
+    files: list[InputFile], model: Any, *, image: ImagePrep | None = None, skip_bad: bool = False
+) -> Dataset:
+    """The run's samples; Parquet columns are mapped to ``model``'s inputs by name."""
+    options: dict[str, Any] = {"image": image or ImagePrep()}
+    if files and files[0].kind == "parquet":
+        from samebits.offline.parquet import column_map
+
+        options["columns"] = column_map(files[0], model)
+    return Dataset(files, options, skip_bad=skip_bad)
 
 
-def example_of(loaded: Any, files: list[InputFile]) -> ModelInputs:
-    """What the Predictor calibrates on: the spec's example, else the first file's first 8 rows."""
-    if loaded.example_inputs is not None:
-        return loaded.example_inputs
-    from samebits.offline.sources import read_batch, rows_in
+def preprocessing_of(files: list[InputFile], dataset: Dataset) -> dict[str, Any] | None:
+    """What turns files into tensors, where it is more than reading them (manifest field)."""
+    if files and files[0].kind == "images":
+        return dataset.options["image"].to_dict()  # type: ignore[no-any-return]
+    if files and files[0].kind == "parquet":
+        return {"columns": dataset.options["columns"], "floats": "float32", "integers": "int64"}
+    return None
 
-    first = read_batch(files[0].path)
-    return take_rows(first, 0, min(8, rows_in(first, files[0].path)))
+
+def example_of(loaded: Any, dataset: Dataset) -> ModelInputs:
+    """What the Predictor calibrates on: the spec's example, else the first 8 good samples."""
+    return loaded.example_inputs if loaded.example_inputs is not None else dataset.first_rows(8)
 
 
 def plan_of(predictor: Any) -> dict[str, Any]:
@@ -96,8 +111,11 @@ def plan_of(predictor: Any) -> dict[str, Any]:
     }
 
 
-def _header(predictor: Any, spec: str, batch_size: int, shard_size: int, files: list[InputFile]) -> dict[str, Any]:
+def header_of(
+    predictor: Any, spec: str, batch_size: int, shard_size: int, files: list[InputFile], dataset: Dataset, threads: dict
+) -> dict[str, Any]:
     from samebits.fingerprint.diff import bit_relevant_digest
+    from samebits.offline.workers import compared_threads
     from samebits.runtime.cache import weights_digest
 
     return {
@@ -108,8 +126,14 @@ def _header(predictor: Any, spec: str, batch_size: int, shard_size: int, files: 
         "fingerprint_sha256": bit_relevant_digest(predictor.fingerprint),
         "fingerprint": predictor.fingerprint,  # in full, for verify to say what changed
         "plan": plan_of(predictor),
+        "thread_plan": compared_threads(threads),
+        "threads": threads,
         "batch_size": batch_size,  # recorded, not compared: outputs do not depend on it
         "shard_size": shard_size,
+        "samples": dataset.total,
+        "skip_bad": dataset.skip_bad,
+        "skipped_files": [s.to_dict() for s in dataset.skipped_files],
+        "preprocessing": preprocessing_of(files, dataset),
         "inputs": [f.to_dict() for f in files],
     }
 
@@ -129,14 +153,34 @@ def _resumable(out: Path, header: dict[str, Any]) -> dict[int, dict[str, Any]]:
         raise UserError(f"cannot resume: '{out / MANIFEST}' is not a samebits predict manifest")
     for key in COMPARED:
         if old.get(key) != header[key]:
+            was = f" ({old.get(key)} then, {header[key]} now)" if key == "thread_plan" else ""
             raise UserError(
-                f"cannot resume into '{out}': the {key.replace('_', ' ')} differs from the earlier run's; use another OUT_DIR"
+                f"cannot resume into '{out}': the {key.replace('_', ' ')} differs from the earlier run's{was}; "
+                "use another OUT_DIR"
             )
     done = {}
     for entry in old.get("shards", []):
         if isinstance(entry, dict) and entry.get("status") == "complete" and isinstance(entry.get("index"), int):
             done[entry["index"]] = entry
     return done
+
+
+def shard_count(total: int, size: int) -> int:
+    return -(-total // size)
+
+
+def _check_out_dir(out: Path, resume: bool) -> bool:
+    """Whether ``out`` holds a manifest; a folder samebits must not write into is one line."""
+    if out.exists() and not out.is_dir():
+        raise UserError(f"'{out}' is a file; OUT_DIR must be a folder")
+    has_manifest = (out / MANIFEST).is_file()
+    if out.is_dir() and any(out.iterdir()) and not (resume and has_manifest):
+        raise UserError(
+            f"'{out}' exists and is not empty; pass --resume to continue a run there, or choose another OUT_DIR"
+            if has_manifest
+            else f"'{out}' exists, is not empty and holds no samebits manifest; choose another OUT_DIR"
+        )
+    return has_manifest
 
 
 def predict(
@@ -148,83 +192,132 @@ def predict(
     backend: str = "eager",
     shard_size: int = DEFAULT_SHARD,
     resume: bool = False,
-    progress: Callable[[int], None] | None = None,
+    workers: int = 1,
+    threads_per_worker: int | None = None,
+    skip_bad: bool = False,
+    image: ImagePrep | None = None,
+    cache_dir: str | os.PathLike[str] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> PredictReport:
-    """Run ``model_or_spec`` over the samples in ``inputs`` (files or folders) into ``out_dir``."""
+    """Run ``model_or_spec`` over the samples in ``inputs`` (files or folders) into ``out_dir``.
+
+    ``workers`` processes (each with ``threads_per_worker`` threads; default: the cores shared
+    out, or 1 for every worker count where the thread count changes this model's bits) share
+    the calibration cache and run the same verified sizes. ``skip_bad`` leaves out samples that
+    cannot be read and lists them in the manifest. ``progress(done, total)`` after each shard."""
+    from samebits.measure.threads import num_threads
+    from samebits.offline.workers import WorkerPool, needs_spec, thread_plan
     from samebits.runtime.predictor import Predictor
 
     started = time.monotonic()
-    if batch_size < 1 or shard_size < 1:
-        raise UserError("batch size (--batch-size) and shard size (--shard-size) must be >= 1")
+    if batch_size < 1 or shard_size < 1 or workers < 1 or (threads_per_worker is not None and threads_per_worker < 1):
+        raise UserError("--batch-size, --shard-size, --workers and --threads-per-worker must be >= 1")
     out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise UserError(f"'{out}' is a file; OUT_DIR must be a folder")
-    has_manifest = (out / MANIFEST).is_file()
-    if out.is_dir() and any(out.iterdir()) and not (resume and has_manifest):
-        raise UserError(
-            f"'{out}' exists and is not empty; pass --resume to continue a run there, or choose another OUT_DIR"
-            if has_manifest
-            else f"'{out}' exists, is not empty and holds no samebits manifest; choose another OUT_DIR"
-        )
+    has_manifest = _check_out_dir(out, resume)
     files = input_files(inputs)
     loaded = as_loaded(model_or_spec)
-    example = example_of(loaded, files)
-    out.mkdir(parents=True, exist_ok=True)
-    done_samples = 0
+    if workers > 1:
+        needs_spec(loaded)
+    dataset = open_dataset(files, loaded.model, image=image, skip_bad=skip_bad)
+    example = example_of(loaded, dataset)
     # The plan (verified sizes) must not depend on --batch-size, or neither would the bits: the
     # Predictor keeps its own maximum, and batch_size only cuts the calls to it.
-    with Predictor(loaded, backend=backend, example_inputs=example) as predictor:
-        header = _header(predictor, loaded.spec, batch_size, shard_size, files)
+    threads, predictor = thread_plan(
+        lambda: Predictor(loaded, backend=backend, example_inputs=example, cache_dir=cache_dir),
+        dataset,
+        workers,
+        threads_per_worker,
+    )
+    with num_threads(threads["per_worker"]), predictor:
+        header = header_of(predictor, loaded.spec, batch_size, shard_size, files, dataset, threads)
         complete = _resumable(out, header) if resume and has_manifest else {}
+        out.mkdir(parents=True, exist_ok=True)
         shards: dict[int, dict[str, Any]] = {}
-        computed = 0
-        for index, start, shard in shards_of(files, shard_size):
-            rows = _rows(shard)
-            path = out / shard_name(index)
-            entry = complete.get(index)
-            if entry and entry.get("start") == start and path.is_file() and sha256_file(path) == entry.get("sha256"):
+        todo = []
+        for index in range(shard_count(dataset.total, shard_size)):
+            start, stop = index * shard_size, min((index + 1) * shard_size, dataset.total)
+            path, entry = out / shard_name(index), complete.get(index)
+            if (
+                entry
+                and (entry.get("start"), entry.get("stop")) == (start, stop)
+                and path.is_file()
+                and sha256_file(path) == entry.get("sha256")
+            ):
                 shards[index] = entry  # complete, and its file unchanged
             else:
-                shards[index] = _compute(predictor, shard, rows, batch_size, path, index, start)
-                computed += 1
-                _write_manifest(out, header, shards)
-            done_samples += rows
-            if progress is not None:
-                progress(done_samples)
+                todo.append(index)
         _write_manifest(out, header, shards)
-    return PredictReport(out, done_samples, len(shards), computed, time.monotonic() - started)
+        counted = [sum(s["stop"] - s["start"] for s in shards.values())]
+
+        def done(entry: dict[str, Any]) -> None:
+            shards[entry["index"]] = entry
+            _write_manifest(out, header, shards)
+            counted[0] += entry["stop"] - entry["start"]
+            if progress is not None:
+                progress(counted[0], dataset.total)
+
+        if workers == 1 or len(todo) < 2:
+            for index in todo:
+                done(compute_shard(predictor, dataset, index, shard_size, batch_size, out))
+        else:
+            predictor.close()  # the workers build their own, from the calibration cached by this one
+            job = {
+                "spec": loaded.spec,
+                "backend": backend,
+                "cache_dir": str(predictor.cache_dir),
+                "files": [f.to_dict() for f in files],
+                "image": dataclasses.asdict(dataset.options["image"]),
+                "skip_bad": skip_bad,
+                "shard_size": shard_size,
+                "batch_size": batch_size,
+                "threads": {"build": threads["build"], "run": threads["per_worker"]},
+                "out": str(out),
+                "expect": {k: header[k] for k in ("plan", "fingerprint_sha256", "weights_sha256")},
+            }
+            with WorkerPool(job, min(workers, len(todo))) as pool:
+                pool.run(todo, done)
+    samples = sum(s["samples"] for s in shards.values())
+    skipped = sum(len(s.get("skipped", [])) for s in shards.values()) + len(dataset.skipped_files)
+    return PredictReport(out, samples, skipped, len(shards), len(todo), time.monotonic() - started, threads)
 
 
-def _rows(batch: ModelInputs) -> int:
-    n = batch_size_of(batch)
-    if n is None:
-        raise UserError("the inputs have no batch dimension 0")
-    return n
+def shard_outputs(
+    predictor: Any, dataset: Dataset, start: int, stop: int, batch_size: int
+) -> tuple[dict[str, Any], int, list[Any]]:
+    """The outputs ``{path: tensor}`` of samples ``[start, stop)``, their row count, the skipped."""
+    batch, skipped = dataset.read(start, stop)
+    rows = (batch_size_of(batch) or 0) if batch is not None else 0
+    tensors = run_shard(predictor, batch, rows, batch_size, start) if batch is not None and rows else {}
+    return tensors, rows, skipped
 
 
-def _compute(
-    predictor: Any, shard: ModelInputs, rows: int, batch_size: int, path: Path, index: int, start: int
+def compute_shard(
+    predictor: Any, dataset: Dataset, index: int, shard_size: int, batch_size: int, out: Path
 ) -> dict[str, Any]:
-    """Run one shard, write its file atomically, describe it."""
+    """Read, run and write shard ``index`` (atomically); its manifest entry."""
     from safetensors.torch import save_file
 
-    tensors = run_shard(predictor, shard, rows, batch_size, start)
+    start, stop = index * shard_size, min((index + 1) * shard_size, dataset.total)
+    tensors, rows, skipped = shard_outputs(predictor, dataset, start, stop, batch_size)
+    path = out / shard_name(index)
     atomic_write(path, lambda tmp: save_file(tensors, str(tmp)))
-    return {
+    entry = {
         "index": index,
         "start": start,
+        "stop": stop,
         "samples": rows,
         "file": path.name,
         "sha256": sha256_file(path),
         "sample_sha256": sample_digests(tensors, rows),
         "status": "complete",
     }
+    if skipped:
+        entry["skipped"] = [s.to_dict() for s in skipped]
+    return entry
 
 
 def run_shard(predictor: Any, shard: ModelInputs, rows: int, batch_size: int, start: int) -> dict[str, Any]:
     """One shard's outputs ``{path: tensor}``, run in chunks of ``batch_size``."""
-    from samebits.errors import first_line
-
     outputs, sizes = [], []
     for a in range(0, rows, batch_size):
         b = min(a + batch_size, rows)
@@ -234,7 +327,8 @@ def run_shard(predictor: Any, shard: ModelInputs, rows: int, batch_size: int, st
             raise
         except Exception as exc:
             raise UserError(
-                f"the model's forward raised on samples {start + a}..{start + b - 1}: {first_line(exc, with_type=True)}"
+                f"the model's forward raised on rows {a}..{b - 1} of the shard from sample {start}: "
+                f"{first_line(exc, with_type=True)}"
             ) from None
         sizes.append(b - a)
     output = join_outputs(outputs, sizes) if len(outputs) > 1 else outputs[0]

@@ -1,14 +1,15 @@
-"""Input files for ``samebits predict``, read as data and streamed one file at a time: a file
-holds a batch (dim 0 = samples); a folder is its files in sorted name order, samples
-concatenated. ``.npy`` (no pickles), ``.safetensors`` (one tensor: the positional input; several:
-keyword inputs by name), ``.pt`` (loaded with ``weights_only=True``: a tensor, or a dict of
-tensors as keyword inputs)."""
+"""Input files for ``samebits predict``, read as data, a range of samples at a time (never all
+in memory). Tensor files hold a batch (dim 0 = samples): ``.npy`` (no pickles, memory-mapped),
+``.safetensors`` (one tensor: the positional input; several: keyword inputs by name), ``.pt``
+(``weights_only=True``: a tensor, or a dict of tensors as keyword inputs). A Parquet file is one
+sample per row (offline/parquet.py), an image file one sample (offline/images.py). A folder is
+its files in sorted name order; one run reads one kind of file."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -17,7 +18,15 @@ from samebits.errors import UserError, first_line
 from samebits.files import sha256_file
 from samebits.models.inputs import ModelInputs
 
-SUFFIXES = (".npy", ".safetensors", ".pt", ".pth")
+TENSOR_SUFFIXES = (".npy", ".safetensors", ".pt", ".pth")
+PARQUET_SUFFIXES = (".parquet",)
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
+KINDS = {
+    **dict.fromkeys(TENSOR_SUFFIXES, "tensors"),
+    **dict.fromkeys(PARQUET_SUFFIXES, "parquet"),
+    **dict.fromkeys(IMAGE_SUFFIXES, "images"),
+}
+Shapes = list[tuple[str, str, tuple[int, ...]]]  # (input name, dtype, shape of one sample)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,76 +35,165 @@ class InputFile:
     size: int
     sha256: str
 
+    @property
+    def kind(self) -> str:
+        return KINDS[self.path.suffix.lower()]
+
     def to_dict(self) -> dict[str, object]:
         return {"path": str(self.path), "size": self.size, "sha256": self.sha256}
 
 
 def input_files(paths: list[str]) -> list[InputFile]:
-    """Every input file, in order: the given files, and each folder's files sorted by name."""
+    """Every input file, in order: the given files, and each folder's files sorted by name; all of
+    one kind (tensor files, Parquet files or images)."""
     found: list[Path] = []
     for raw in paths:
         p = Path(raw)
         if p.is_dir():
-            inside = sorted(f for f in p.iterdir() if f.is_file() and f.suffix in SUFFIXES)
+            inside = sorted(f for f in p.iterdir() if f.is_file() and f.suffix.lower() in KINDS)
             if not inside:
-                raise UserError(f"'{p}' holds no input files ({', '.join(SUFFIXES)})")
+                raise UserError(f"'{p}' holds no input files ({', '.join(KINDS)})")
             found += inside
         elif p.is_file():
-            if p.suffix not in SUFFIXES:
-                raise UserError(f"'{p}' is not an input file samebits reads ({', '.join(SUFFIXES)})")
+            if p.suffix.lower() not in KINDS:
+                raise UserError(f"'{p}' is not an input file samebits reads ({', '.join(KINDS)})")
             found.append(p)
         else:
             raise UserError(f"input '{p}' does not exist")
+    kinds = sorted({KINDS[f.suffix.lower()] for f in found})
+    if len(kinds) > 1:
+        raise UserError(f"the inputs mix {' and '.join(kinds)}; one run reads one kind of input file")
     return [InputFile(f.resolve(), f.stat().st_size, sha256_file(f)) for f in found]
 
 
-def read_batch(path: Path) -> ModelInputs:
-    """One file's samples as a batch; a file that cannot be read is one line naming it."""
-    try:
-        if path.suffix == ".npy":
-            with open(path, "rb") as f:
-                if f.read(6) != b"\x93NUMPY":
-                    raise ValueError("not a .npy array file")
-            return ModelInputs((torch.from_numpy(np.load(path, allow_pickle=False)),))
-        if path.suffix == ".safetensors":
-            from safetensors.torch import load_file
-
-            tensors = load_file(str(path))
-            return ModelInputs((next(iter(tensors.values())),)) if len(tensors) == 1 else ModelInputs((), tensors)
-        data = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:
-        raise UserError(f"cannot read input '{path}': {first_line(exc)}") from None
-    if isinstance(data, torch.Tensor):
-        return ModelInputs((data,))
-    if isinstance(data, dict) and data and all(isinstance(v, torch.Tensor) for v in data.values()):
-        return ModelInputs((), {str(k): v for k, v in data.items()})
-    raise UserError(f"input '{path}' holds a {type(data).__name__}; it must hold a tensor or a dict of tensors")
+class BadInput(Exception):
+    """A file, or some of its rows, that cannot be read as samples."""
 
 
-def rows_in(batch: ModelInputs, path: Path) -> int:
-    sizes = {t.shape[0] for t in [*batch.args, *batch.kwargs.values()] if t.dim() > 0}
-    if len(sizes) != 1:
-        raise UserError(f"input '{path}': every tensor must have the same number of samples along dim 0")
+@dataclasses.dataclass
+class Piece:
+    """Rows ``[a, b)`` of one source: the good rows' inputs (in order) and the bad rows."""
+
+    inputs: ModelInputs | None
+    bad: list[tuple[int, str]]  # (row in the file, reason)
+
+
+class Source:
+    """One input file: its sample count (known when opened) and a way to read a range of rows."""
+
+    file: InputFile
+    rows: int
+
+    def read(self, a: int, b: int, reference: Shapes | None) -> Piece:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Drop what was cached to read this file."""
+
+
+def row_shapes(batch: ModelInputs) -> Shapes:
+    named = [(f"input {i}", t) for i, t in enumerate(batch.args)] + [(f"input {k}", t) for k, t in batch.kwargs.items()]
+    return [(name, str(t.dtype).removeprefix("torch."), tuple(t.shape[1:])) for name, t in named]
+
+
+def describe(shapes: Shapes) -> str:
+    return ", ".join(f"{n} {d} {list(s)}" for n, d, s in shapes)
+
+
+def _rows_in(shapes: list[Any]) -> int:
+    sizes = {s[0] for s in shapes if len(s) > 0}
+    if len(sizes) != 1 or any(len(s) == 0 for s in shapes):
+        raise BadInput("every tensor must have the same number of samples along dim 0")
     return sizes.pop()
 
 
-def _row_shapes(batch: ModelInputs) -> list[tuple[str, torch.dtype, tuple[int, ...]]]:
-    named = [(f"input {i}", t) for i, t in enumerate(batch.args)] + [(f"input {k}", t) for k, t in batch.kwargs.items()]
-    return [(name, t.dtype, tuple(t.shape[1:])) for name, t in named]
+class TensorFile(Source):
+    """``.npy``, ``.safetensors`` or ``.pt``: a batch along dim 0."""
+
+    def __init__(self, file: InputFile) -> None:
+        self.file, self._held = file, None
+        path, suffix = file.path, file.path.suffix.lower()
+        if suffix == ".npy":
+            with open(path, "rb") as f:
+                if f.read(6) != b"\x93NUMPY":
+                    raise BadInput("not a .npy array file")
+            self.rows = _rows_in([np.load(path, mmap_mode="r", allow_pickle=False).shape])
+        elif suffix == ".safetensors":
+            from safetensors import safe_open
+
+            with safe_open(str(path), "pt") as f:
+                self._names = list(f.keys())
+                self.rows = _rows_in([f.get_slice(k).get_shape() for k in self._names]) if self._names else 0
+            if not self._names:
+                raise BadInput("holds no tensors")
+        else:
+            self.rows = _rows_in([t.shape for t in self._load().values()])
+
+    def _load(self) -> dict[str, torch.Tensor]:
+        if self._held is None:
+            data = torch.load(self.file.path, map_location="cpu", weights_only=True)
+            if isinstance(data, torch.Tensor):
+                data = {"": data}
+            if not (isinstance(data, dict) and data and all(isinstance(v, torch.Tensor) for v in data.values())):
+                raise BadInput(f"holds a {type(data).__name__}; it must hold a tensor or a dict of tensors")
+            self._held = {str(k): v for k, v in data.items()}
+        return self._held
+
+    def read(self, a: int, b: int, reference: Shapes | None) -> Piece:
+        path, suffix = self.file.path, self.file.path.suffix.lower()
+        if suffix == ".npy":
+            array = np.load(path, mmap_mode="r", allow_pickle=False)
+            batch = ModelInputs((torch.from_numpy(np.array(array[a:b])),))
+        elif suffix == ".safetensors":
+            from safetensors import safe_open
+
+            with safe_open(str(path), "pt") as f:
+                tensors = {k: f.get_slice(k)[a:b] for k in self._names}
+            batch = ModelInputs((next(iter(tensors.values())),)) if len(tensors) == 1 else ModelInputs((), tensors)
+        else:
+            held = self._load()
+            batch = (
+                ModelInputs((held[""][a:b],))
+                if list(held) == [""]
+                else ModelInputs((), {k: v[a:b] for k, v in held.items()})
+            )
+        shapes = row_shapes(batch)
+        if reference is not None and shapes != reference:
+            reason = f"its samples are {describe(shapes)}; the first file's are {describe(reference)}"
+            return Piece(None, [(r, reason) for r in range(a, b)])
+        return Piece(batch, [])
+
+    def close(self) -> None:
+        self._held = None
 
 
-def batches(files: list[InputFile]) -> Iterator[tuple[InputFile, ModelInputs, int]]:
-    """(file, its batch, its row count), one file at a time; every file's samples must have the
-    names, dtypes and shapes of the first file's."""
-    first: list[tuple[str, torch.dtype, tuple[int, ...]]] | None = None
-    for f in files:
-        batch = read_batch(f.path)
-        rows = rows_in(batch, f.path)
-        shapes = _row_shapes(batch)
-        if first is None:
-            first = shapes
-        elif shapes != first:
-            want = ", ".join(f"{n} {d} {list(s)}" for n, d, s in first)
-            got = ", ".join(f"{n} {d} {list(s)}" for n, d, s in shapes)
-            raise UserError(f"input '{f.path}': its samples are {got}; the first file's are {want}")
-        yield f, batch, rows
+@dataclasses.dataclass
+class Skipped:
+    """A sample (or a whole file, ``sample`` None) left out under ``--skip-bad``."""
+
+    input: str
+    row: int | None
+    reason: str
+    sample: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def open_source(file: InputFile, options: dict[str, Any]) -> Source:
+    """The source for one file; ``options`` carry the column map (Parquet) and the image
+    preprocessing (images). A file that cannot be opened raises :class:`BadInput`."""
+    try:
+        if file.kind == "parquet":
+            from samebits.offline.parquet import ParquetSource
+
+            return ParquetSource(file, options["columns"])
+        if file.kind == "images":
+            from samebits.offline.images import ImageSource
+
+            return ImageSource(file, options["image"])
+        return TensorFile(file)
+    except BadInput:
+        raise
+    except Exception as exc:
+        raise BadInput(first_line(exc)) from None

@@ -12,7 +12,16 @@ from typing import Any
 from samebits.errors import UserError
 from samebits.models.spec import is_data_only_spec
 from samebits.models.target import as_loaded
-from samebits.offline.run import MANIFEST, example_of, plan_of, run_shard, sample_digests, shards_of
+from samebits.offline.images import ImagePrep
+from samebits.offline.run import (
+    MANIFEST,
+    SCHEMA_VERSION,
+    shard_outputs,
+    example_of,
+    open_dataset,
+    plan_of,
+    sample_digests,
+)
 from samebits.offline.sources import InputFile, input_files
 
 
@@ -58,6 +67,7 @@ def pick(n: int, k: int) -> list[int]:
 def verify_predictions(out_dir: str | Path, model_or_spec: Any = None, *, shards: int = 3) -> PredictionsReport:
     """Recompute ``shards`` of the complete shards in ``out_dir`` and compare per-sample digests."""
     from samebits.fingerprint import Fingerprint, bit_relevant_changes
+    from samebits.measure.threads import num_threads
     from samebits.runtime.predictor import Predictor
 
     out = Path(out_dir)
@@ -77,21 +87,31 @@ def verify_predictions(out_dir: str | Path, model_or_spec: Any = None, *, shards
     changed = [a.path for a, b in zip(recorded, now) if a.sha256 != b.sha256]
     if changed:
         raise UserError(f"cannot verify '{out}': input '{changed[0]}' changed since the run")
+    if manifest.get("schema_version") != SCHEMA_VERSION:
+        raise UserError(
+            f"cannot verify '{out}': its manifest is schema {manifest.get('schema_version')}; this samebits reads {SCHEMA_VERSION}"
+        )
     done = {s["index"]: s for s in manifest["shards"] if s.get("status") == "complete"}
-    wanted = {sorted(done)[i] for i in pick(len(done), shards)} if done else set()
+    wanted = [sorted(done)[i] for i in pick(len(done), shards)] if done else []
     loaded = as_loaded(model_or_spec)
+    prep = manifest.get("preprocessing") or {}
+    image = ImagePrep(tuple(prep["resize"]), tuple(prep["mean"]), tuple(prep["std"])) if "resize" in prep else None
+    dataset = open_dataset(now, loaded.model, image=image, skip_bad=manifest["skip_bad"])
     checked = []
-    with Predictor(loaded, backend=manifest["plan"]["backend"], example_inputs=example_of(loaded, now)) as predictor:
+    threads = manifest["threads"]
+    with num_threads(threads["build"]):  # calibrated and run as the run was, not at this shell's count
+        predictor = Predictor(loaded, backend=manifest["plan"]["backend"], example_inputs=example_of(loaded, dataset))
+        changes, _ = bit_relevant_changes(manifest.get("fingerprint", {}), Fingerprint.capture())
+    with num_threads(threads["per_worker"]), predictor:
         plan = plan_of(predictor)
-        for index, start, shard in shards_of(now, manifest["shard_size"]):
-            if index not in wanted:
-                continue
+        for index in wanted:
             entry = done[index]
-            tensors = run_shard(predictor, shard, entry["samples"], manifest.get("batch_size", 64), start)
-            got = sample_digests(tensors, entry["samples"])
-            first = next((start + i for i, (a, b) in enumerate(zip(got, entry["sample_sha256"])) if a != b), None)
-            checked.append(ShardCheck(index, entry["samples"], first))
-    changes, _ = bit_relevant_changes(manifest.get("fingerprint", {}), Fingerprint.capture())
+            tensors, rows, _ = shard_outputs(predictor, dataset, entry["start"], entry["stop"], manifest["batch_size"])
+            got = sample_digests(tensors, rows)
+            first = next((i for i, (a, b) in enumerate(zip(got, entry["sample_sha256"])) if a != b), None)
+            if first is None and len(got) != len(entry["sample_sha256"]):
+                first = min(len(got), len(entry["sample_sha256"]))
+            checked.append(ShardCheck(index, entry["samples"], None if first is None else entry["start"] + first))
     found = [c.to_dict() for c in changes if c.affects_bits]
     if plan != manifest["plan"]:
         found.append(

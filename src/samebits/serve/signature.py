@@ -5,14 +5,13 @@ signature (``x``, ``input_ids``) or the example's keywords, outputs from the out
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import re
 from typing import Any
 
 import torch
 
 from samebits.errors import UserError
-from samebits.models.inputs import ModelInputs
+from samebits.models.inputs import ModelInputs, forward_parameters
 from samebits.serve.protocol import ProtocolError, datatype_of
 from samebits.tensors.tree import flatten
 
@@ -55,15 +54,7 @@ def output_name(path: str, index: int) -> str:
 
 
 def _argument_names(model: Any, n: int) -> list[str]:
-    forward = getattr(model, "forward", model)
-    try:
-        params = [
-            p.name
-            for p in inspect.signature(forward).parameters.values()
-            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-        ]
-    except (TypeError, ValueError):
-        params = []
+    params = [name for name, _ in forward_parameters(model)]
     return [params[i] if i < len(params) else f"input_{i}" for i in range(n)]
 
 

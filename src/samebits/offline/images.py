@@ -1,0 +1,86 @@
+"""Image files as samples, through Pillow (``pip install 'samebits[images]'``), with one fixed,
+documented preprocessing: decode (PNG, JPEG, BMP, GIF, WebP, TIFF only: no format that runs an
+external program), convert to RGB, resize to H×W (bilinear), scale to [0, 1] as float32,
+normalise by mean and std per channel, lay out as C×H×W. One file is one sample."""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from typing import Any
+
+import numpy as np
+import torch
+
+from samebits.errors import UserError
+from samebits.models.inputs import ModelInputs
+from samebits.offline.sources import BadInput, InputFile, Piece, Shapes, Source, describe, row_shapes
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+FORMATS = ("PNG", "JPEG", "BMP", "GIF", "WEBP", "TIFF")
+
+
+def _pillow() -> Any:
+    try:
+        from PIL import Image
+    except ImportError:
+        raise UserError("reading images needs Pillow: pip install 'samebits[images]'") from None
+    return Image
+
+
+@dataclasses.dataclass(frozen=True)
+class ImagePrep:
+    """How an image becomes a tensor; written into the manifest (a resume must match it)."""
+
+    size: tuple[int, int] = (224, 224)  # H, W
+    mean: tuple[float, float, float] = IMAGENET_MEAN
+    std: tuple[float, float, float] = IMAGENET_STD
+
+    def __post_init__(self) -> None:
+        if len(self.size) != 2 or min(self.size) < 1:
+            raise UserError(f"--image-size must be H,W with both >= 1, not {','.join(map(str, self.size))}")
+        if len(self.mean) != 3 or len(self.std) != 3 or min(self.std) <= 0:
+            raise UserError("--mean and --std take 3 numbers each (R,G,B), and std must be > 0")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "decode": f"Pillow {_pillow().__version__}",
+            "convert": "RGB",
+            "resize": list(self.size),
+            "resample": "bilinear",
+            "scale": "1/255 float32",
+            "mean": list(self.mean),
+            "std": list(self.std),
+            "layout": "CHW",
+        }
+
+
+def load_image(path: Any, prep: ImagePrep) -> torch.Tensor:
+    """One image file as a float32 C×H×W tensor; a file that does not decode raises :class:`BadInput`."""
+    image_module = _pillow()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", image_module.DecompressionBombWarning)
+            with image_module.open(path, formats=list(FORMATS)) as im:
+                rgb = im.convert("RGB").resize((prep.size[1], prep.size[0]), image_module.Resampling.BILINEAR)
+    except Exception as exc:
+        raise BadInput(
+            f"does not decode as an image ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
+        ) from None
+    array = np.asarray(rgb, dtype=np.float32) / np.float32(255)
+    array = (array - np.asarray(prep.mean, dtype=np.float32)) / np.asarray(prep.std, dtype=np.float32)
+    return torch.from_numpy(np.ascontiguousarray(array.transpose(2, 0, 1)))
+
+
+class ImageSource(Source):
+    """One image file: one sample, decoded when read."""
+
+    def __init__(self, file: InputFile, prep: ImagePrep) -> None:
+        self.file, self.prep, self.rows = file, prep, 1
+
+    def read(self, a: int, b: int, reference: Shapes | None) -> Piece:
+        batch = ModelInputs((load_image(self.file.path, self.prep)[None],))
+        if reference is not None and row_shapes(batch) != reference:
+            return Piece(None, [(0, f"it is {describe(row_shapes(batch))}; the first sample is {describe(reference)}")])
+        return Piece(batch, [])

@@ -1,0 +1,188 @@
+"""``samebits predict --workers K``: K processes, each with its own Predictor built from the
+calibration the parent cached (so every worker runs the same verified sizes), each reading and
+writing whole shards; the parent hands out shard indices and keeps the manifest.
+
+Threads per worker are pinned. By default they are the cores shared out, but only where this
+model's bits do not depend on the thread count (measured: 1 thread against all cores, at every
+verified batch size, on the first samples); where they do, every worker runs 1 thread whatever K, so that outputs do not
+depend on the number of workers either."""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from typing import IO, Any
+
+from samebits.errors import UserError
+from samebits.measure.batching import batch_size_of, concat_batches, take_rows
+from samebits.measure.processes import die_with_parent
+from samebits.measure.threads import num_threads
+from samebits.offline.dataset import Dataset
+from samebits.tensors.digest import digest
+from samebits.tensors.tree import flatten
+
+ENTRY = "samebits.offline.worker"
+
+
+def needs_spec(loaded: Any) -> None:
+    """Workers load the model themselves: it must be a MODEL spec, not an object in memory."""
+    if loaded.in_memory:
+        raise UserError(
+            "--workers > 1 needs a MODEL spec that a fresh process can load (file.py:factory, demo:NAME, ...), "
+            "not a model object"
+        )
+
+
+def _bits(predictor: Any, dataset: Dataset) -> list[str]:
+    """Digests of the predictor's outputs at every batch size it runs (each verified size; the
+    first samples repeated to fill it): a thread count can change the bits at some sizes only."""
+    first = dataset.first_rows(64)
+    n = batch_size_of(first) or 1
+    out = []
+    for size in sorted(set(predictor.invariance.sizes)) or [1, 7, 64]:
+        batch = take_rows(concat_batches([first] * -(-size // n)), 0, size)
+        out += [digest(leaf) for leaf in flatten(predictor.predict(batch)).values()]
+    return out
+
+
+def thread_plan(
+    build: Callable[[], Any], dataset: Dataset, workers: int, threads_per_worker: int | None
+) -> tuple[dict[str, Any], Any]:
+    """(the thread plan, a Predictor built and calibrated under it). ``build`` threads calibrate,
+    ``per_worker`` threads run. Without ``threads_per_worker``, the Predictor is calibrated at
+    every core whatever the worker count (so its verified sizes are too) and runs at the cores
+    shared out, where its outputs at every verified size are the same at 1 thread and at every
+    core; where they are not, it is calibrated and run at 1 thread."""
+    if threads_per_worker:
+        with num_threads(threads_per_worker):
+            predictor = build()
+        return _plan(threads_per_worker, threads_per_worker, True, "--threads-per-worker"), predictor
+    cores = os.cpu_count() or 1
+    with num_threads(cores):
+        predictor = build()
+    if cores == 1:
+        return _plan(1, 1, True, "this machine has one core"), predictor
+    if predictor.backend == "eager":
+        with num_threads(1):
+            one = _bits(predictor, dataset)
+        with num_threads(cores):
+            every = _bits(predictor, dataset)
+        if one == every:
+            why = (
+                f"measured: 1 and {cores} threads give this model the same bits; the {cores} cores shared by {workers}"
+            )
+            return _plan(cores, max(1, cores // workers), False, why), predictor
+        why = (
+            f"measured: 1 and {cores} threads give this model different bits; every worker runs 1 thread "
+            "whatever --workers, so the outputs do not depend on it (--threads-per-worker chooses another)"
+        )
+    else:
+        why = (
+            f"the {predictor.backend} backend sizes its thread pool when it is built, so the thread count was not "
+            "measured: 1 thread per worker whatever --workers (--threads-per-worker chooses another)"
+        )
+    predictor.close()
+    with num_threads(1):
+        predictor = build()
+    return _plan(1, 1, True, why), predictor
+
+
+def _plan(build: int, per_worker: int, fixed: bool, why: str) -> dict[str, Any]:
+    return {"build": build, "per_worker": per_worker, "fixed": fixed, "why": why}
+
+
+def compared_threads(plan: dict[str, Any]) -> dict[str, Any]:
+    """What a resume must match: the calibration's thread count, and the run's where it is fixed
+    (where it is free, another worker count gives the same bits)."""
+    return {"build": plan["build"], "run": plan["per_worker"] if plan["fixed"] else "any"}
+
+
+class WorkerPool:
+    """K worker processes speaking one JSON line at a time over their stdin and stdout."""
+
+    def __init__(self, job: dict[str, Any], k: int) -> None:
+        self.job = job
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.stderr: dict[int, IO[bytes]] = {}
+        try:
+            for _ in range(k):
+                err = tempfile.TemporaryFile()
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", ENTRY],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=err,
+                    preexec_fn=die_with_parent if sys.platform == "linux" else None,
+                )
+                self.procs.append(proc)
+                self.stderr[proc.pid] = err
+                self._send(proc, job)
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    @staticmethod
+    def _send(proc: subprocess.Popen[bytes], message: Any) -> None:
+        assert proc.stdin is not None
+        proc.stdin.write((json.dumps(message) + "\n").encode())
+        proc.stdin.flush()
+
+    def _tail(self, proc: subprocess.Popen[bytes]) -> str:
+        err = self.stderr[proc.pid]
+        err.seek(0)
+        lines = err.read().decode(errors="replace").strip().splitlines()
+        return lines[-1] if lines else "no output"
+
+    def run(self, todo: list[int], done: Callable[[dict[str, Any]], None]) -> None:
+        """Hand out ``todo`` (shard indices) to whichever worker is free; ``done(entry)`` for
+        each finished shard. A worker's error stops every worker: one line, exit 2."""
+        queue = list(todo)
+        selector = selectors.DefaultSelector()
+        for proc in self.procs:
+            selector.register(proc.stdout, selectors.EVENT_READ, proc)  # type: ignore[arg-type]
+        open_ = len(self.procs)
+        while open_:
+            for key, _ in selector.select(timeout=1.0):
+                proc = key.data
+                line = proc.stdout.readline()
+                if not line:
+                    proc.wait()
+                    raise RuntimeError(f"a predict worker exited with code {proc.returncode}: {self._tail(proc)}")
+                message = json.loads(line)
+                if "error" in message:
+                    if message.get("internal"):
+                        raise RuntimeError(message["error"])
+                    raise UserError(message["error"])
+                if "done" in message:
+                    done(message["done"])
+                if queue:
+                    self._send(proc, queue.pop(0))
+                else:
+                    selector.unregister(proc.stdout)
+                    assert proc.stdin is not None
+                    proc.stdin.close()  # no more work: it exits
+                    open_ -= 1
+        for proc in self.procs:
+            proc.wait()
+
+    def close(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            for stream in (proc.stdin, proc.stdout):
+                if stream is not None:
+                    stream.close()
+        for err in self.stderr.values():
+            err.close()
