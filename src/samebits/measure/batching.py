@@ -20,9 +20,21 @@ def _from_tree(obj: tuple[tuple[Any, ...], dict[str, Any]]) -> ModelInputs:
     return ModelInputs(tuple(obj[0]), dict(obj[1]))
 
 
+def _plain(inputs: ModelInputs, dim: int) -> list[torch.Tensor] | None:
+    """The arguments, where every one is a plain tensor with ``dim`` (the common case, served
+    without walking the tree); ``None`` otherwise."""
+    values = [*inputs.args, *inputs.kwargs.values()]
+    if values and all(type(v) is torch.Tensor and v.dim() > dim for v in values):
+        return values
+    return None
+
+
 def batch_size_of(inputs: ModelInputs, dim: int = 0) -> int | None:
     """The batch size of ``inputs``: the size along ``dim`` of the first tensor argument, or the
     length of the first list argument (torchvision-style images). ``None`` if neither."""
+    plain = _plain(inputs, dim)
+    if plain is not None:
+        return int(plain[0].shape[dim])
     return tree.batch_size(_as_tree(inputs), dim)
 
 
@@ -35,6 +47,11 @@ def _size(inputs: ModelInputs, dim: int) -> int:
 
 def take_rows(inputs: ModelInputs, start: int, stop: int, dim: int = 0) -> ModelInputs:
     """Rows ``start:stop`` of a batch (still a batch); arguments without the batch dim are shared."""
+    plain = _plain(inputs, dim)
+    if plain is not None:
+        n = plain[0].shape[dim]
+        rows = lambda t: t.narrow(dim, start, stop - start) if t.shape[dim] == n else t  # noqa: E731
+        return ModelInputs(tuple(rows(t) for t in inputs.args), {k: rows(t) for k, t in inputs.kwargs.items()})
     return _from_tree(tree.take(_as_tree(inputs), start, stop, _size(inputs, dim), dim=dim))
 
 

@@ -9,7 +9,7 @@ import bisect
 from typing import Any
 
 from samebits.errors import UserError, first_line
-from samebits.measure.batching import concat_batches, take_rows
+from samebits.measure.batching import batch_size_of, concat_batches, take_rows
 from samebits.models.inputs import ModelInputs
 from samebits.offline.sources import BadInput, InputFile, Piece, Shapes, Skipped, Source, open_source, row_shapes
 
@@ -72,13 +72,18 @@ class Dataset:
         return (concat_batches(pieces) if len(pieces) > 1 else pieces[0] if pieces else None), skipped
 
     def first_rows(self, n: int) -> ModelInputs:
-        """Up to ``n`` good samples from the start (what a Predictor calibrates on)."""
-        batch, _ = self.read(0, min(self.total, max(n, 64)))
+        """Up to ``n`` good samples from the start (what a Predictor calibrates on); bad ones
+        past those are not read yet."""
+        stop = min(self.total, n)
+        while True:
+            batch, _ = self.read(0, stop)
+            got = (batch_size_of(batch) or 0) if batch is not None else 0
+            if got >= n or stop == self.total or stop >= 64 * n:
+                break
+            stop = min(self.total, stop * 2)
         if batch is None:
             raise UserError("none of the first input samples could be read")
-        from samebits.measure.batching import batch_size_of
-
-        return take_rows(batch, 0, min(n, batch_size_of(batch) or 1))
+        return take_rows(batch, 0, min(n, got))
 
     @staticmethod
     def _piece(source: Source, a: int, b: int, reference: Shapes | None) -> Piece:

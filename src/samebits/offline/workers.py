@@ -4,7 +4,7 @@ writing whole shards; the parent hands out shard indices and keeps the manifest.
 
 Threads per worker are pinned. By default they are the cores shared out, but only where this
 model's bits do not depend on the thread count (measured: 1 thread against all cores, at every
-verified batch size, on the first samples); where they do, every worker runs 1 thread whatever K, so that outputs do not
+verified batch size, on the calibration's samples); where they do, every worker runs 1 thread whatever K, so that outputs do not
 depend on the number of workers either."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from samebits.errors import UserError
 from samebits.measure.batching import batch_size_of, concat_batches, take_rows
 from samebits.measure.processes import die_with_parent
 from samebits.measure.threads import num_threads
-from samebits.offline.dataset import Dataset
+from samebits.models.inputs import ModelInputs
 from samebits.tensors.digest import digest
 from samebits.tensors.tree import flatten
 
@@ -38,10 +38,9 @@ def needs_spec(loaded: Any) -> None:
         )
 
 
-def _bits(predictor: Any, dataset: Dataset) -> list[str]:
+def _bits(predictor: Any, first: ModelInputs) -> list[str]:
     """Digests of the predictor's outputs at every batch size it runs (each verified size; the
     first samples repeated to fill it): a thread count can change the bits at some sizes only."""
-    first = dataset.first_rows(64)
     n = batch_size_of(first) or 1
     out = []
     for size in sorted(set(predictor.invariance.sizes)) or [1, 7, 64]:
@@ -51,7 +50,7 @@ def _bits(predictor: Any, dataset: Dataset) -> list[str]:
 
 
 def thread_plan(
-    build: Callable[[], Any], dataset: Dataset, workers: int, threads_per_worker: int | None
+    build: Callable[[], Any], example: ModelInputs, workers: int, threads_per_worker: int | None
 ) -> tuple[dict[str, Any], Any]:
     """(the thread plan, a Predictor built and calibrated under it). ``build`` threads calibrate,
     ``per_worker`` threads run. Without ``threads_per_worker``, the Predictor is calibrated at
@@ -68,11 +67,7 @@ def thread_plan(
     if cores == 1:
         return _plan(1, 1, True, "this machine has one core"), predictor
     if predictor.backend == "eager":
-        with num_threads(1):
-            one = _bits(predictor, dataset)
-        with num_threads(cores):
-            every = _bits(predictor, dataset)
-        if one == every:
+        if not _threads_change_bits(predictor, example, cores):
             why = (
                 f"measured: 1 and {cores} threads give this model the same bits; the {cores} cores shared by {workers}"
             )
@@ -90,6 +85,26 @@ def thread_plan(
     with num_threads(1):
         predictor = build()
     return _plan(1, 1, True, why), predictor
+
+
+def _threads_change_bits(predictor: Any, example: ModelInputs, cores: int) -> bool:
+    """Whether 1 thread and ``cores`` threads give other bits, measured once per calibration
+    (cached beside it, under its key)."""
+    from samebits.runtime.cache import ArtifactCache
+
+    store = ArtifactCache(predictor.cache_dir)
+    name = f"threads-{predictor.calibration_key[:32]}-{cores}.json"
+    cached = store.read_json(name)
+    if cached is not None and isinstance(cached.get("differs"), bool):
+        return bool(cached["differs"])
+    with num_threads(1):
+        one = _bits(predictor, example)
+    with num_threads(cores):
+        every = _bits(predictor, example)
+    differs = one != every
+    if store.writable or not store.is_cache:
+        store.build_once(name, lambda tmp: tmp.write_text(json.dumps({"differs": differs})), kind="thread-plan")
+    return differs
 
 
 def _plan(build: int, per_worker: int, fixed: bool, why: str) -> dict[str, Any]:

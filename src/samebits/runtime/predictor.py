@@ -252,6 +252,7 @@ class Predictor:
                 "environment": bit_relevant_digest(self.fingerprint),
             },
         )
+        self.calibration_key = key  # what else is measured for this plan can be cached under it
         store, name = ArtifactCache(self.cache_dir), f"calibration-{key}.json"
         data = store.read_json(name)
         if data is not None and {"scheme", "sizes", "measured", "seconds"} <= set(data):

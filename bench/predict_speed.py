@@ -1,0 +1,134 @@
+"""`samebits predict` against a hand-written loop, 2 workers against 1, and memory over 100k samples.
+
+Run: python bench/predict_speed.py [--quick]
+
+Targets (issue #15), ratios measured side by side in this one run on the same input files:
+- samples/s of `samebits.offline.predict` >= 0.95x a hand loop (`for batch in loader:
+  model(batch)` under inference_mode, the same batch size), with per-sample bits that do not
+  depend on the batch size; the loop is also timed writing its outputs as samebits does;
+- `--workers 2` against `--workers 1` (reported);
+- RSS growth <= 5% over 100k samples of demo:mlp (baseline: RSS after the first 1,000).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from samebits.models import load_model
+from samebits.offline import predict
+
+
+def rss_mb() -> float:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096 / 2**20
+
+
+def write_inputs(folder: Path, example: torch.Tensor, samples: int, files: int) -> None:
+    gen = torch.Generator().manual_seed(0)
+    per = samples // files
+    for i in range(files):
+        np.save(folder / f"part{i:03d}.npy", torch.randn(per, *example.shape[1:], generator=gen).numpy())
+
+
+def hand_loop(model: torch.nn.Module, folder: Path, batch: int, out: Path | None) -> int:
+    """What people write: load each file, cut it into batches, run them (and save, if ``out``)."""
+    from safetensors.torch import save_file
+
+    done = 0
+    with torch.inference_mode():
+        for i, path in enumerate(sorted(folder.glob("*.npy"))):
+            x = torch.from_numpy(np.load(path))
+            outputs = [model(x[a : a + batch]) for a in range(0, len(x), batch)]
+            if out is not None:
+                save_file({"output": torch.cat(outputs).contiguous()}, str(out / f"part{i:03d}.safetensors"))
+            done += len(x)
+    return done
+
+
+def timed(fn, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def speed(spec: str, samples: int, batch: int, repeats: int, root: Path) -> None:
+    loaded = load_model(spec)
+    model = loaded.model.eval()
+    example = loaded.example_inputs.args[0]
+    folder = root / f"in-{spec.replace(':', '-')}"
+    folder.mkdir()
+    write_inputs(folder, example, samples, 10)
+    shard = samples // 10
+    cache = root / "cache"
+
+    def run_predict(workers: int) -> None:
+        out = root / "out"
+        shutil.rmtree(out, ignore_errors=True)
+        predict(spec, [str(folder)], out, batch_size=batch, shard_size=shard, workers=workers, cache_dir=cache)
+
+    def run_loop(save: bool) -> None:
+        out = root / "loop"
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir()
+        hand_loop(model, folder, batch, out if save else None)
+
+    run_predict(1)  # calibration cached, as for any second run
+    loop = timed(lambda: run_loop(False), repeats)
+    loop_save = timed(lambda: run_loop(True), repeats)
+    one = timed(lambda: run_predict(1), repeats)
+    two = timed(lambda: run_predict(2), repeats)
+    rate = lambda s: samples / s  # noqa: E731
+    print(f"\n{spec}: {samples} samples, batch {batch}, shards of {shard}, median of {repeats}")
+    print(f"  hand loop              {rate(loop):>10,.0f} samples/s")
+    print(f"  hand loop + save       {rate(loop_save):>10,.0f} samples/s")
+    print(
+        f"  samebits predict       {rate(one):>10,.0f} samples/s   {loop / one:.2f}x loop, {loop_save / one:.2f}x loop+save"
+    )
+    print(f"  predict --workers 2    {rate(two):>10,.0f} samples/s   {one / two:.2f}x workers 1")
+
+
+def memory(samples: int, root: Path) -> None:
+    loaded = load_model("demo:mlp")
+    folder = root / "in-memory"
+    folder.mkdir()
+    write_inputs(folder, loaded.example_inputs.args[0], samples, 100)
+    readings: list[tuple[int, float]] = []
+    predict(
+        "demo:mlp",
+        [str(folder)],
+        root / "out-memory",
+        shard_size=1000,
+        cache_dir=root / "cache",
+        progress=lambda done, total: readings.append((done, rss_mb())),
+    )
+    base = next(mb for done, mb in readings if done >= 1000)
+    peak = max(mb for _, mb in readings)
+    print(f"\nRSS over {samples:,} samples of demo:mlp (shards of 1000): after 1,000 {base:.1f} MB, peak {peak:.1f} MB")
+    print(f"  growth {100 * (peak - base) / base:+.1f}% (target <= 5%)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="fewer samples and repeats (a smoke run)")
+    args = parser.parse_args()
+    samples, repeats, big = (4_000, 1, 10_000) if args.quick else (40_000, 3, 100_000)
+    with tempfile.TemporaryDirectory(prefix="samebits-bench-") as tmp:
+        root = Path(tmp)
+        speed("demo:mlp", samples, 64, repeats, root)
+        speed("demo:cnn", samples // 4, 64, repeats, root)
+        memory(big, root)
+
+
+if __name__ == "__main__":
+    main()
