@@ -66,7 +66,10 @@ def predict_command(
     backend: str = typer.Option("eager", "--backend", help="Predictor backend (eager, onnxruntime, ...)."),
     shard_size: int = typer.Option(1000, "--shard-size", min=1, help="Samples per output shard."),
     resume: bool = typer.Option(False, "--resume", help="Continue a run in OUT_DIR: complete shards are kept."),
-    workers: int = typer.Option(1, "--workers", min=1, help="Worker processes (MODEL must be a spec)."),
+    workers: int = typer.Option(1, "--workers", min=1, help="Worker processes, or Ray actors (MODEL must be a spec)."),
+    engine: str = typer.Option(
+        "local", "--engine", help="local (worker processes here) or ray (Ray actors: a local Ray, or RAY_ADDRESS)."
+    ),
     threads_per_worker: Optional[int] = typer.Option(
         None,
         "--threads-per-worker",
@@ -113,6 +116,7 @@ def predict_command(
             shard_size=shard_size,
             resume=resume,
             workers=workers,
+            engine=engine,
             threads_per_worker=threads_per_worker,
             skip_bad=skip_bad,
             image=image,

@@ -26,29 +26,33 @@ def _pyarrow() -> Any:
 
 
 def column_map(first: InputFile, model: Any) -> dict[str, Any]:
-    """Which columns feed which inputs: ``{"positional": [col], "keywords": {param: col}}``."""
+    """Which columns of the first Parquet file feed which inputs (:func:`map_columns`)."""
     try:
         names = list(_pyarrow().ParquetFile(first.path).schema_arrow.names)
     except UserError:
         raise
     except Exception as exc:
         raise UserError(f"cannot read input '{first.path}': {str(exc).splitlines()[0]}") from None
+    return map_columns(names, model, f"'{first.path}'")
+
+
+def map_columns(names: list[str], model: Any, where: str) -> dict[str, Any]:
+    """``{"positional": [col], "keywords": {param: col}}``: columns named after the forward's
+    inputs, or a single column for a one-input model; ``where`` names the table in errors."""
     params = forward_parameters(model)
     matched = {p: p for p, _ in params if p in names}
     if matched:
         missing = [p for p, required in params if required and p not in names]
         if missing:
             raise UserError(
-                f"input '{first.path}' has no column '{missing[0]}' (an input of the model's forward); "
-                f"its columns: {', '.join(names)}"
+                f"{where} has no column '{missing[0]}' (an input of the model's forward); its columns: {', '.join(names)}"
             )
         return {"positional": [], "keywords": matched}
     if len(names) == 1:
         return {"positional": names, "keywords": {}}
     wanted = ", ".join(p for p, _ in params) or "unknown"
     raise UserError(
-        f"no column of '{first.path}' is named after an input of the model's forward ({wanted}); "
-        f"its columns: {', '.join(names)}"
+        f"no column of {where} is named after an input of the model's forward ({wanted}); its columns: {', '.join(names)}"
     )
 
 

@@ -209,6 +209,7 @@ def predict(
     shard_size: int = DEFAULT_SHARD,
     resume: bool = False,
     workers: int = 1,
+    engine: str = "local",
     threads_per_worker: int | None = None,
     skip_bad: bool = False,
     image: ImagePrep | None = None,
@@ -220,7 +221,8 @@ def predict(
     ``workers`` processes (each with ``threads_per_worker`` threads; default: the cores shared
     out, or 1 for every worker count where the thread count changes this model's bits) share
     the calibration cache and run the same verified sizes. ``skip_bad`` leaves out samples that
-    cannot be read and lists them in the manifest. ``progress(done, total)`` after each shard."""
+    cannot be read and lists them in the manifest. ``engine="ray"`` computes the shards in
+    ``workers`` Ray actors instead of local processes. ``progress(done, total)`` after each shard."""
     from samebits.measure.threads import num_threads
     from samebits.offline.workers import WorkerPool, needs_spec, thread_plan
     from samebits.runtime.predictor import Predictor
@@ -232,7 +234,9 @@ def predict(
     has_manifest = _check_out_dir(out, resume)
     files = input_files(inputs)
     loaded = as_loaded(model_or_spec)
-    if workers > 1:
+    if engine not in ("local", "ray"):
+        raise UserError(f"unknown engine '{engine}'; choose local or ray")
+    if workers > 1 or engine == "ray":
         needs_spec(loaded)
     dataset = open_dataset(files, loaded.model, image=image, skip_bad=skip_bad)
     example = example_of(loaded, dataset)
@@ -276,7 +280,7 @@ def predict(
                 progress(counted[0], dataset.total)
 
         try:
-            if workers == 1 or len(todo) < 2:
+            if engine == "local" and (workers == 1 or len(todo) < 2):
                 for index in todo:
                     done(compute_shard(predictor, dataset, index, shard_size, batch_size, out))
             else:
@@ -294,8 +298,13 @@ def predict(
                     "out": str(out),
                     "expect": {k: header[k] for k in ("plan", "fingerprint_sha256", "weights_sha256")},
                 }
-                with WorkerPool(job, min(workers, len(todo))) as pool:
-                    pool.run(todo, done)
+                if engine == "ray":
+                    from samebits.offline.ray_data import run_on_ray
+
+                    run_on_ray(job, todo, done, max(1, min(workers, len(todo))))
+                else:
+                    with WorkerPool(job, min(workers, len(todo))) as pool:
+                        pool.run(todo, done)
         finally:  # complete shards are listed, whatever stopped the run
             _write_manifest(out, header, shards)
     samples = sum(s["samples"] for s in shards.values())

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
+from pathlib import Path
 from typing import IO, Any
 
 from samebits.errors import UserError
@@ -115,6 +116,67 @@ def compared_threads(plan: dict[str, Any]) -> dict[str, Any]:
     """What a resume must match: the calibration's thread count, and the run's where it is fixed
     (where it is free, another worker count gives the same bits)."""
     return {"build": plan["build"], "run": plan["per_worker"] if plan["fixed"] else "any"}
+
+
+class ShardWorker:
+    """What one worker holds: the dataset and a Predictor built under the parent's thread plan,
+    which must reach the parent's plan, weights and (``check_fingerprint``) bit-relevant
+    fingerprint; :meth:`shard` computes and writes one shard."""
+
+    def __init__(self, job: dict[str, Any], *, check_fingerprint: bool = True) -> None:
+        import torch
+
+        from samebits.fingerprint.diff import bit_relevant_digest
+        from samebits.models.target import as_loaded
+        from samebits.offline.images import ImagePrep
+        from samebits.offline.run import example_of, open_dataset, plan_of
+        from samebits.offline.sources import InputFile
+        from samebits.runtime.cache import weights_digest
+        from samebits.runtime.predictor import Predictor
+
+        self.job = job
+        loaded = as_loaded(job["spec"])
+        files = [InputFile(Path(f["path"]), f["size"], f["sha256"]) for f in job["files"]]
+        image = ImagePrep(tuple(job["image"]["size"]), tuple(job["image"]["mean"]), tuple(job["image"]["std"]))
+        self.dataset = open_dataset(files, loaded.model, image=image, skip_bad=job["skip_bad"])
+        with num_threads(job["threads"]["build"]):  # calibrated as the parent was: its cached calibration
+            self.predictor = Predictor(
+                loaded,
+                backend=job["backend"],
+                example_inputs=example_of(loaded, self.dataset),
+                cache_dir=job["cache_dir"],
+            )
+        torch.set_num_threads(job["threads"]["run"])
+        self.identity = {
+            "plan": plan_of(self.predictor),
+            "fingerprint_sha256": bit_relevant_digest(self.predictor.fingerprint),
+            "weights_sha256": weights_digest(self.predictor.model),
+        }
+        checked = [k for k in self.identity if check_fingerprint or k != "fingerprint_sha256"]
+        differs = [k for k in checked if self.identity[k] != job["expect"][k]]
+        if differs:
+            self.predictor.close()
+            raise UserError(
+                f"a worker got another {differs[0].replace('_', ' ')} than the parent "
+                f"({self.identity[differs[0]]} vs {job['expect'][differs[0]]}); run with --workers 1"
+            )
+
+    def shard(self, index: int) -> dict[str, Any]:
+        from samebits.offline.run import compute_shard
+
+        job = self.job
+        return compute_shard(
+            self.predictor, self.dataset, index, job["shard_size"], job["batch_size"], Path(job["out"])
+        )
+
+    def close(self) -> None:
+        self.predictor.close()
+
+    def __enter__(self) -> ShardWorker:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
 
 class WorkerPool:

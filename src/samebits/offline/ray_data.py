@@ -1,0 +1,186 @@
+"""Ray Data, for more than one machine: :func:`predict_dataset` scores a ``ray.data.Dataset``
+with ``map_batches`` and a callable class (one Predictor per actor, built from the calibration
+the driver cached). ``pip install 'samebits[ray]'``.
+
+The promise: a row's outputs are bit-identical whatever the block size, the number of actors and
+the ``batch_size`` passed to ``map_batches``, and equal to ``samebits predict`` on the same samples
+on this machine. Rows come back in any order (Ray's ``preserve_order`` is off): match them by the
+id column, which is passed through.
+
+    import ray
+    from samebits.offline.ray_data import predict_dataset
+    scored = predict_dataset(ray.data.read_parquet("in/"), "models.py:net", actors=2)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from samebits.errors import UserError
+
+
+def _inputs(batch: dict[str, Any], columns: dict[str, Any]) -> Any:
+    """The forward's arguments from a batch of columns (``{"positional": [...], "keywords": {...}}``)."""
+    import torch
+
+    from samebits.models.inputs import ModelInputs
+
+    def tensor(name: str) -> Any:
+        values = batch[name]
+        if values.dtype == object:  # a column of arrays
+            values = np.stack(list(values))
+        if values.dtype.kind == "f":
+            values = values.astype(np.float32, copy=False)
+        elif values.dtype.kind in "iu":
+            values = values.astype(np.int64, copy=False)
+        return torch.from_numpy(np.ascontiguousarray(values))
+
+    return ModelInputs(
+        tuple(tensor(c) for c in columns["positional"]), {p: tensor(c) for p, c in columns["keywords"].items()}
+    )
+
+
+class Scorer:
+    """The callable class ``map_batches`` runs in each actor: a Predictor built under the
+    driver's thread plan, which must reach the driver's verified plan."""
+
+    def __init__(self, job: dict[str, Any]) -> None:
+        import torch
+
+        from samebits.measure.threads import num_threads
+        from samebits.models.target import as_loaded
+        from samebits.offline.run import plan_of
+        from samebits.runtime.predictor import Predictor
+
+        self.job = job
+        loaded = as_loaded(job["spec"])
+        example = _inputs(job["example"], job["columns"])
+        with num_threads(job["threads"]["build"]):
+            self.predictor = Predictor(
+                loaded, backend=job["backend"], example_inputs=example, cache_dir=job["cache_dir"]
+            )
+        torch.set_num_threads(job["threads"]["run"])
+        if plan_of(self.predictor) != job["plan"]:
+            raise RuntimeError(
+                f"a Ray actor verified other batch sizes ({plan_of(self.predictor)}) than the driver ({job['plan']}); "
+                "its environment differs (threads, flags)"
+            )
+
+    def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
+        from samebits.tensors.tree import flatten
+
+        output = self.predictor.predict(_inputs(batch, self.job["columns"]))
+        result = {c: batch[c] for c in self.job["keep"]}
+        for path, leaf in flatten(output).items():
+            result[path.strip(".") or "output"] = leaf.numpy()
+        return result
+
+
+def predict_dataset(
+    ds: Any,
+    model_spec: str,
+    *,
+    id_column: str = "id",
+    backend: str = "eager",
+    batch_size: int = 64,
+    actors: int = 1,
+    num_cpus_per_actor: float = 0.5,
+    threads_per_actor: int | None = None,
+    cache_dir: str | None = None,
+) -> Any:
+    """``ds`` scored by ``model_spec`` (a MODEL spec string: each actor loads it): a Dataset of
+    ``id_column`` and one column per output path. Columns go to the forward's inputs by name, as
+    for Parquet (a single other column feeds a model with one input). ``num_cpus_per_actor``
+    below 1 leaves CPU for Ray's read tasks on a small machine."""
+    import ray
+
+    from samebits.measure.threads import num_threads
+    from samebits.models.target import as_loaded
+    from samebits.offline.parquet import map_columns
+    from samebits.offline.run import plan_of
+    from samebits.offline.workers import thread_plan
+    from samebits.runtime.predictor import Predictor
+
+    if batch_size < 1 or actors < 1:
+        raise UserError("batch_size and actors must be >= 1")
+    names = list(ds.columns())
+    if id_column not in names:
+        raise UserError(
+            f"the dataset has no id column '{id_column}' (rows come back in any order); its columns: {', '.join(names)}"
+        )
+    loaded = as_loaded(model_spec)
+    columns = map_columns([n for n in names if n != id_column], loaded.model, "the dataset")
+    first = ds.take_batch(8, batch_format="numpy")
+    example = _inputs(first, columns)
+    threads, predictor = thread_plan(
+        lambda: Predictor(loaded, backend=backend, example_inputs=example, cache_dir=cache_dir),
+        example,
+        actors,
+        threads_per_actor,
+    )
+    with num_threads(threads["per_worker"]), predictor:
+        job = {
+            "spec": model_spec,
+            "backend": backend,
+            "cache_dir": str(predictor.cache_dir),
+            "columns": columns,
+            "keep": [id_column],
+            "example": first,
+            "threads": {"build": threads["build"], "run": threads["per_worker"]},
+            "plan": plan_of(predictor),
+        }
+    return ds.map_batches(
+        Scorer,
+        fn_constructor_args=(job,),
+        batch_size=batch_size,
+        batch_format="numpy",
+        compute=ray.data.ActorPoolStrategy(size=actors),
+        num_cpus=num_cpus_per_actor,
+    )
+
+
+class _ShardActor:
+    """A :class:`~samebits.offline.workers.ShardWorker` in a Ray actor. Ray sets its own thread
+    variables (``OMP_NUM_THREADS``) in its workers, so the fingerprint is not compared; the plan
+    and the weights are, and the thread count is set from the job."""
+
+    def __init__(self, job: dict[str, Any]) -> None:
+        from samebits.offline.workers import ShardWorker
+
+        self.worker = ShardWorker(job, check_fingerprint=False)
+
+    def shard(self, index: int) -> dict[str, Any]:
+        return self.worker.shard(index)
+
+
+def run_on_ray(job: dict[str, Any], todo: list[int], done: Any, actors: int, num_cpus_per_actor: float = 0.5) -> None:
+    """``samebits predict --engine ray``: the shards of ``todo`` computed by ``actors`` Ray actors
+    (a local Ray, or the cluster at ``RAY_ADDRESS``; OUT_DIR and the inputs on storage they all
+    see); ``done(entry)`` for each, in the order they finish."""
+    try:
+        import ray
+        from ray.util import ActorPool
+    except ImportError:
+        raise UserError("--engine ray needs Ray: pip install 'samebits[ray]'") from None
+    from samebits.errors import first_line
+
+    started_here = not ray.is_initialized()
+    if started_here:
+        ray.init(include_dashboard=False, log_to_driver=False)
+    remote = ray.remote(num_cpus=num_cpus_per_actor)(_ShardActor)
+    handles = [remote.remote(job) for _ in range(actors)]
+    try:
+        for entry in ActorPool(handles).map_unordered(lambda actor, i: actor.shard.remote(i), todo):
+            done(entry)
+    except ray.exceptions.RayError as exc:
+        cause = getattr(exc, "cause", None)
+        if isinstance(cause, UserError):
+            raise UserError(str(cause)) from None
+        raise RuntimeError(f"a Ray actor failed: {first_line(exc)}") from None
+    finally:
+        for handle in handles:
+            ray.kill(handle)
+        if started_here:
+            ray.shutdown()
