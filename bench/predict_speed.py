@@ -6,6 +6,8 @@ Targets (issue #15), ratios measured side by side in this one run on the same in
 - samples/s of `samebits.offline.predict` >= 0.95x a hand loop (`for batch in loader:
   model(batch)` under inference_mode, the same batch size), with per-sample bits that do not
   depend on the batch size; the loop is also timed writing its outputs as samebits does;
+- the hand loop is also timed under `samebits.deterministic()` (the switches the Predictor sets):
+  the gap between the two loops is the cost of the deterministic profile, not of predict;
 - `--workers 2` against `--workers 1` (reported);
 - RSS growth <= 5% over 100k samples of demo:mlp (baseline: RSS after the first 1,000).
 """
@@ -22,8 +24,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from samebits.determinism import deterministic
 from samebits.models import load_model
 from samebits.offline import predict
+
+HERE = Path(__file__).resolve().parent
 
 
 def rss_mb() -> float:
@@ -66,16 +71,18 @@ def speed(spec: str, samples: int, batch: int, repeats: int, root: Path) -> None
     loaded = load_model(spec)
     model = loaded.model.eval()
     example = loaded.example_inputs.args[0]
-    folder = root / f"in-{spec.replace(':', '-')}"
+    folder = root / f"in-{Path(spec).name.replace(':', '-')}"
     folder.mkdir()
     write_inputs(folder, example, samples, 10)
     shard = samples // 10
     cache = root / "cache"
 
-    def run_predict(workers: int) -> None:
+    def run_predict(workers: int, half: bool = False) -> None:
         out = root / "out"
         shutil.rmtree(out, ignore_errors=True)
-        predict(spec, [str(folder)], out, batch_size=batch, shard_size=shard, workers=workers, cache_dir=cache)
+        inputs = [str(p) for p in sorted(folder.glob("*.npy"))]
+        inputs = inputs[: len(inputs) // 2] if half else inputs
+        predict(spec, inputs, out, batch_size=batch, shard_size=shard, workers=workers, cache_dir=cache)
 
     def run_loop(save: bool) -> None:
         out = root / "loop"
@@ -86,14 +93,24 @@ def speed(spec: str, samples: int, batch: int, repeats: int, root: Path) -> None
     run_predict(1)  # calibration cached, as for any second run
     loop = timed(lambda: run_loop(False), repeats)
     loop_save = timed(lambda: run_loop(True), repeats)
+    with deterministic(0):  # the switches the Predictor sets (oneDNN deterministic mode, ...)
+        loop_det = timed(lambda: run_loop(True), repeats)
     one = timed(lambda: run_predict(1), repeats)
+    half = timed(lambda: run_predict(1, half=True), repeats)
+    marginal = (one - half) * 2  # the seconds of the whole job without its fixed start-up cost
     two = timed(lambda: run_predict(2), repeats)
     rate = lambda s: samples / s  # noqa: E731
     print(f"\n{spec}: {samples} samples, batch {batch}, shards of {shard}, median of {repeats}")
     print(f"  hand loop              {rate(loop):>10,.0f} samples/s")
     print(f"  hand loop + save       {rate(loop_save):>10,.0f} samples/s")
+    print(f"  hand loop + save, deterministic() {rate(loop_det):>10,.0f} samples/s")
     print(
-        f"  samebits predict       {rate(one):>10,.0f} samples/s   {loop / one:.2f}x loop, {loop_save / one:.2f}x loop+save"
+        f"  samebits predict       {rate(one):>10,.0f} samples/s   {loop / one:.2f}x loop, {loop_save / one:.2f}x loop+save, "
+        f"{loop_det / one:.2f}x loop+save under deterministic()"
+    )
+    print(
+        f"  predict, past start-up {rate(marginal):>10,.0f} samples/s   {loop_det / marginal:.2f}x loop+save under "
+        f"deterministic() (start-up {one - marginal:.2f} s: model, input digests, Predictor, thread plan)"
     )
     print(f"  predict --workers 2    {rate(two):>10,.0f} samples/s   {one / two:.2f}x workers 1")
 
@@ -127,6 +144,8 @@ def main() -> None:
         root = Path(tmp)
         speed("demo:mlp", samples, 64, repeats, root)
         speed("demo:cnn", samples // 4, 64, repeats, root)
+        speed(f"{HERE / 'serve_models.py'}:medium_mlp", samples // 4, 64, repeats, root)
+        speed(f"{HERE / 'serve_models.py'}:small_cnn", samples // 8, 64, repeats, root)
         memory(big, root)
 
 
