@@ -12,6 +12,7 @@ SRC = Path(__file__).resolve().parent.parent / "src" / "samebits"
 LAYERS: list[set[str]] = [
     {"__main__"},
     {"cli", "bootstrap"},
+    {"report"},  # HTML pages of saved reports (JSON in, HTML out)
     {"pytest_plugin"},  # integrations
     {"serve"},  # a capability built on others (goldens for its self-check)
     {"checker", "diagnosis", "linter", "golden", "runner", "offline"},  # capabilities

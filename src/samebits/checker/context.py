@@ -8,14 +8,14 @@ from typing import Any
 
 
 from samebits.checker.options import CheckOptions
-from samebits.checker.report import Difference, Growth, Origin
+from samebits.checker.report import Difference, Growth, ModuleStat, Origin
 from samebits.models.inputs import ModelInputs
 from samebits.measure.trace import Divergence, Trace, digested_forward, traced_forward
 from samebits.tensors.compare import TreeComparison, compare_trees
 from samebits.tensors.tree import flatten
 
-# Growth is reported for the origin and at most this many later module calls.
-GROWTH_MODULES = 6
+
+PROFILE_MODULES = 512  # differing module calls whose outputs a localising re-run keeps
 
 
 @dataclasses.dataclass
@@ -75,16 +75,23 @@ def origin_from(
         note = "in the model's own forward, between its submodules (or in a submodule hooks cannot see)"
     origin = Origin(call.label, call.type, divergence.inputs_identical, note)
     if kept_a and kept_b and compare is not None:
-        chain = [call, *divergence.later[:GROWTH_MODULES]]
-        for i, c in enumerate(chain):
-            if c.key in kept_a and c.key in kept_b:
-                result = compare(kept_a[c.key], kept_b[c.key])
-                diff = Difference.from_comparison(result)
-                if i == 0:
+        stats: dict[str, Growth] = {}
+        for c, differs in divergence.calls or [(call, True), *((m, True) for m in divergence.later)]:
+            if differs and c.key in kept_a and c.key in kept_b:
+                diff = Difference.from_comparison(compare(kept_a[c.key], kept_b[c.key]))
+                if c.key == call.key:
                     origin.difference = diff
                 if diff is not None:
                     pct = 100.0 * diff.mismatched / diff.numel if diff.numel else 0.0
-                    origin.growth.append(Growth(c.label, c.type, diff.max_abs, round(pct, 2)))
+                    stats[c.key] = Growth(c.label, c.type, diff.max_abs, round(pct, 2))
+        chain = [call, *divergence.later]
+        origin.growth = [stats[c.key] for c in chain if c.key in stats]
+        origin.profile = [
+            ModuleStat(c.label, c.type, False, stats[c.key].max_abs, stats[c.key].mismatched_pct)
+            if c.key in stats
+            else ModuleStat(c.label, c.type, not differs, 0.0 if not differs else None, 0.0 if not differs else None)
+            for c, differs in divergence.calls
+        ]
     return origin
 
 
@@ -110,7 +117,10 @@ def op_origin(
 
 
 def keys_for(divergence: Divergence | None) -> set[str]:
-    """The call keys whose tensors a second pass should keep to show growth."""
+    """The call keys whose tensors a second pass should keep: every call that differs (up to
+    ``PROFILE_MODULES``; the trace keeps at most a byte budget of them), for the growth and the
+    profile of the difference along the network."""
     if divergence is None:
         return set()
-    return {divergence.call.key, *(c.key for c in divergence.later[:GROWTH_MODULES])}
+    differing = [c.key for c, differs in divergence.calls if differs] or [c.key for c in divergence.later]
+    return {divergence.call.key, *differing[:PROFILE_MODULES]}

@@ -53,6 +53,18 @@ class Growth:
 
 
 @dataclasses.dataclass
+class ModuleStat:
+    """One traced module call of the diverged pair, in call order: identical (0 and 0), or its
+    difference; ``None`` where it differs but was not kept (past the keep budget)."""
+
+    module: str
+    type: str
+    identical: bool
+    max_abs: float | None
+    mismatched_pct: float | None
+
+
+@dataclasses.dataclass
 class Origin:
     """The first module whose output differs while its inputs were identical."""
 
@@ -63,6 +75,7 @@ class Origin:
     difference: Difference | None = None
     growth: list[Growth] = dataclasses.field(default_factory=list)
     op: str | None = None  # the first aten op inside the module whose output differs
+    profile: list[ModuleStat] = dataclasses.field(default_factory=list)  # every traced call, for the plot
 
 
 @dataclasses.dataclass

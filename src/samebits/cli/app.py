@@ -15,7 +15,7 @@ from typing import Optional
 import typer
 
 from samebits._version import __version__
-from samebits.cli import bench, cache, check, demo, doctor, env, lint, predict, record, run, serve, verify
+from samebits.cli import bench, cache, check, demo, doctor, env, lint, predict, record, report, run, serve, verify
 from samebits.errors import UserError, first_line
 
 app = typer.Typer(
@@ -63,6 +63,7 @@ demo.register(app)
 cache.register(app)
 serve.register(app)
 predict.register(app)
+report.register(app)
 
 
 _signals: list[int] = []  # the signals this process received, in order

@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Column, Table
 
 from samebits.cli import inputs as opts
-from samebits.cli.output import consoles, write_json
+from samebits.cli.output import check_html_path, consoles, write_html, write_json
 from samebits.runtime.options import BenchOptions
 
 D = BenchOptions()  # the library's defaults, declared once
@@ -35,6 +35,7 @@ def bench_command(
         D.timeout, "--timeout", help="Seconds a forward may go without progress before the bench ends (exit 2)."
     ),
     json_path: Optional[str] = opts.JsonOpt,
+    html_path: Optional[str] = opts.HtmlOpt,
 ) -> None:
     """Measure every way to run MODEL side by side, with their bits.
 
@@ -50,6 +51,7 @@ def bench_command(
     if not sizes or min(sizes) < 1:
         raise UserError("--batch-sizes must be positive")
     console = consoles(json_path)
+    check_html_path(html_path)
     loaded, inputs, _ = opts.load_target(model, input_file, input_shape, dtype, int_range, 0)
     status = Console(stderr=True).status("bench", spinner="dots")
     with status, Watchdog(timeout, f"MODEL {model}"):
@@ -63,7 +65,9 @@ def bench_command(
             memory=not no_memory,
             progress=lambda m: status.update(f"bench: {escape(m)}"),
         )
-    write_json(report.to_dict(), json_path)
+    data = report.to_dict()
+    write_json(data, json_path)
+    write_html(data, html_path)
     table = Table(
         Column("config", min_width=31, no_wrap=True),
         "batch",

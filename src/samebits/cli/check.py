@@ -11,11 +11,14 @@ from rich.table import Table
 
 from samebits.checker.options import CheckOptions
 from samebits.cli import inputs as opts
-from samebits.cli.output import consoles, write_json
+from samebits.cli.output import check_html_path, consoles, write_html, write_json
 
 D = CheckOptions()  # the library's defaults, declared once
 
 STYLE = {"identical": "green", "close": "yellow", "diverged": "bold red", "skipped": "dim", "error": "magenta"}
+
+
+GROWTH_SHOWN = 6  # modules after the origin shown in the terminal
 
 
 def check_command(
@@ -51,6 +54,7 @@ def check_command(
         help="Run the axes through a samebits.Predictor, to see a fix work.",
     ),
     json_path: Optional[str] = opts.JsonOpt,
+    html_path: Optional[str] = opts.HtmlOpt,
 ) -> None:
     """Run MODEL under every variation that changes bits, and say where and why.
 
@@ -65,6 +69,7 @@ def check_command(
     from samebits.tensors.compare import check_tolerances
 
     console = consoles(json_path)
+    check_html_path(html_path)
     tol_a, tol_r = check_tolerances(atol, rtol)
     loaded, inputs, model_dtype = opts.load_target(model, input_file, input_shape, dtype, int_range, seed)
     status = Console(stderr=True).status("checking", spinner="dots")
@@ -88,7 +93,9 @@ def check_command(
             localize=not no_localize,
             runtime=runtime,
         )
-    write_json(report.to_dict(), json_path)
+    data = report.to_dict()
+    write_json(data, json_path)
+    write_html(data, html_path)
     render(console, report)
     raise typer.Exit(report.exit_code)
 
@@ -117,9 +124,11 @@ def render(console: Console, report) -> None:  # report: CheckReport
                 console.print(f"first op inside it that differs: {escape(o.op)}")
             if o.growth:
                 grow = Table("module", "type", "max abs diff", "elements differing", box=None, padding=(0, 2))
-                for g in o.growth:
+                for g in o.growth[:GROWTH_SHOWN]:
                     grow.add_row(escape(g.module), escape(g.type), f"{g.max_abs:.3g}", f"{g.mismatched_pct:.1f}%")
                 console.print(grow)
+                if len(o.growth) > GROWTH_SHOWN:
+                    console.print(f"  ... {len(o.growth) - GROWTH_SHOWN} more modules differ (all in --json)")
     if report.causes:
         console.print("\n[bold]Causes[/bold] (each measured)")
         for c in report.causes:

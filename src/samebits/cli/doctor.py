@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from samebits.cli import inputs as opts
-from samebits.cli.output import consoles, write_json
+from samebits.cli.output import check_html_path, consoles, write_html, write_json
 from samebits.diagnosis.options import DoctorOptions
 
 D = DoctorOptions()  # the library's defaults, declared once
@@ -53,6 +53,7 @@ def doctor_command(
         help="Seconds a forward (and each child process) may go without progress; exit 2 past it.",
     ),
     json_path: Optional[str] = opts.JsonOpt,
+    html_path: Optional[str] = opts.HtmlOpt,
 ) -> None:
     """Run MODEL as it is and measure its production mistakes.
 
@@ -65,6 +66,7 @@ def doctor_command(
     from samebits.diagnosis import doctor
 
     console = consoles(json_path)
+    check_html_path(html_path)
     loaded, inputs, _ = opts.load_target(model, input_file, input_shape, dtype, int_range, 0)
     status = Console(stderr=True).status("doctor", spinner="dots")
     with status, Watchdog(timeout, f"MODEL {model}"):
@@ -79,7 +81,9 @@ def doctor_command(
             timeout=timeout,
             progress=lambda message: status.update(f"doctor: {escape(message)}"),
         )
-    write_json(report.to_dict(), json_path)
+    data = report.to_dict()
+    write_json(data, json_path)
+    write_html(data, html_path)
     counts = {s: sum(f.severity == s for f in report.findings) for s in ("error", "warning", "info")}
     console.print(
         f"[bold]{escape(report.model)}[/bold] ({escape(report.inputs)}): {counts['error']} error(s), {counts['warning']} warning(s), {counts['info']} note(s) in {report.seconds:.1f} s\n"

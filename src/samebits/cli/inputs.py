@@ -22,6 +22,9 @@ DtypeOpt = typer.Option(
     help="A float dtype casts the model and its float inputs; with --input-shape, the dtype of the random inputs (once, or once per shape).",
 )
 JsonOpt = typer.Option(None, "--json", metavar="PATH", help="Also write the report as JSON ('-' for stdout).")
+HtmlOpt = typer.Option(
+    None, "--html", metavar="FILE", help="Also write the report as one self-contained HTML page (extra: report)."
+)
 DeviceOpt = typer.Option("cpu", "--device", help="cpu, cuda, cuda:N or mps.")
 IntRangeOpt = typer.Option(
     None, "--int-range", metavar="LOW,HIGH", help="Range of integer --input-shape inputs (token ids), HIGH exclusive."

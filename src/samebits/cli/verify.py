@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from samebits.cli import inputs as opts
-from samebits.cli.output import consoles, write_json
+from samebits.cli.output import check_html_path, consoles, write_html, write_json
 
 STYLE = {"identical": "green", "close": "yellow", "diverged": "bold red"}
 
@@ -46,6 +46,7 @@ def verify_command(
     atol: Optional[float] = typer.Option(None, "--atol", help="Absolute tolerance (with --rtol)."),
     rtol: Optional[float] = typer.Option(None, "--rtol", help="Relative tolerance (with --atol)."),
     json_path: Optional[str] = opts.JsonOpt,
+    html_path: Optional[str] = opts.HtmlOpt,
 ) -> None:
     """Re-run a golden's model (or a predict run's shards) and say what changed, by how much, and why.
 
@@ -61,10 +62,13 @@ def verify_command(
     if is_predictions(golden):
         raise typer.Exit(_verify_predictions(golden, model, shards))
     console = consoles(json_path)
+    check_html_path(html_path)
     # Which model is loaded, for a person watching; logs and CI get the report (and one error line).
     announce = (lambda m: print(f"samebits verify: {m}", file=sys.stderr)) if sys.stderr.isatty() else None
     report = verify(golden, model, exact=exact, atol=atol, rtol=rtol, announce=announce)
-    write_json(report.to_dict(), json_path)
+    data = report.to_dict()
+    write_json(data, json_path)
+    write_html(data, html_path)
     bad = [c for c in report.items if c.verdict != "identical"]
     when = report.recorded.get("created") or "?"
     if report.verdict == "identical":

@@ -110,6 +110,9 @@ class DigestCache:
         return h.hexdigest()
 
 
+KEEP_BUDGET_BYTES = 256 * 2**20
+
+
 @contextlib.contextmanager
 def module_hooks(
     model: Any,
@@ -125,6 +128,7 @@ def module_hooks(
     """
     calls: list[ModuleCall] = []
     kept: dict[str, Any] = {}
+    kept_bytes = [0]  # past KEEP_BUDGET_BYTES, later calls are not kept (both runs keep the same ones)
     handles = []
     if isinstance(model, nn.Module) and not isinstance(model, torch.jit.ScriptModule):
         cache = DigestCache(algorithm)
@@ -144,8 +148,11 @@ def module_hooks(
                 inputs = pending[id(module)].pop() if pending.get(id(module)) else ""
                 record = ModuleCall(name, type(module).__name__, call, inputs, cache.tree(output, rows))
                 calls.append(record)
-                if keep is not None and record.key in keep:
+                if keep is not None and record.key in keep and kept_bytes[0] < KEEP_BUDGET_BYTES:
                     kept[record.key] = _detach(rows_of(output, rows))
+                    kept_bytes[0] += sum(
+                        t.numel() * t.element_size() for t in kept[record.key].values() if isinstance(t, torch.Tensor)
+                    )
 
             return hook
 
@@ -195,6 +202,7 @@ class Divergence:
     inputs_identical: bool
     index: int  # position in the first trace's call list
     later: list[ModuleCall]  # the calls after it whose outputs also differ, in order
+    calls: list[tuple[ModuleCall, bool]] = dataclasses.field(default_factory=list)  # every call, and whether it differs
 
 
 def first_divergence(a: Trace, b: Trace) -> Divergence | None:
@@ -213,4 +221,6 @@ def first_divergence(a: Trace, b: Trace) -> Divergence | None:
     origin = next(((i, m) for i, m in differing if other[m.key].inputs == m.inputs), differing[0])
     i, call = origin
     later = [m for j, m in differing if j > i]
-    return Divergence(call, other[call.key].inputs == call.inputs, i, later)
+    differs = {j for j, _ in differing}
+    calls = [(m, j in differs) for j, m in enumerate(a.modules)]
+    return Divergence(call, other[call.key].inputs == call.inputs, i, later, calls)

@@ -1,0 +1,41 @@
+"""``samebits report FILE.json --html OUT.html``: render a saved ``--json`` report without re-running."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from samebits.errors import UserError
+
+
+def report_command(
+    report_json: str = typer.Argument(
+        ..., metavar="FILE.json", help="A report saved with --json (check, verify, doctor, bench)."
+    ),
+    html_path: str = typer.Option(..., "--html", metavar="OUT.html", help="The self-contained HTML page to write."),
+) -> None:
+    """Render a saved report as one self-contained HTML page (charts as inline SVG, no script,
+    no network request): it opens from a mail attachment on an offline machine."""
+    from samebits.cli.output import check_html_path, write_html
+
+    path = Path(report_json)
+    if not path.is_file():
+        raise UserError(f"report '{report_json}' does not exist (save one with --json FILE)")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UserError(f"'{report_json}' is not a JSON report: {str(exc).splitlines()[0]}") from None
+    check_html_path(html_path)
+    try:
+        write_html(data, html_path)
+    except (KeyError, TypeError, AttributeError, IndexError) as exc:
+        raise UserError(
+            f"'{report_json}' is not a complete samebits {data.get('kind', '')} report ({type(exc).__name__}: {exc})"
+        ) from None
+    typer.echo(f"wrote {html_path}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("report")(report_command)

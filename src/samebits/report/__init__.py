@@ -1,0 +1,1 @@
+"""HTML pages of saved reports (``--html``, ``samebits report``), charts as inline SVG."""
