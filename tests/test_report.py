@@ -15,7 +15,7 @@ import pytest
 import samebits
 from samebits.errors import UserError
 
-from conftest import run_cli
+from conftest import run_cli, scrubbed_env
 
 pytest.importorskip("matplotlib", reason="HTML reports need the 'report' extra (matplotlib)")
 
@@ -115,3 +115,42 @@ def test_the_page_in_headless_chromium(check_report, tmp_path):
     assert requests == [page_file.as_uri()], "the page made a network request"
     assert errors == []
     assert (tmp_path / "check-report.png").stat().st_size > 10_000
+
+
+def test_tables_fit_80_columns_and_never_cut_a_number():
+    import io
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from samebits.cli import bench
+
+    rows = [
+        SimpleNamespace(
+            config=name,
+            batch=b,
+            samples_per_s=s,
+            p50_ms=p,
+            p99_ms=p * 9.1,
+            peak_mb=m,
+            identical_to_reference=b == 1,
+            same_as_alone=True,
+            speedup_vs_loop=s / 4405.5,
+        )
+        for name, b, s, p, m in [
+            ("per-sample loop", 1, 4405.5, 0.227, 1.8),
+            ("predictor:onnxruntime (variant)", 64, 1_250_011.3, 123.456, 10240.0),
+            ("predictor:eager", 256, 38_123.0, 1.2, None),
+        ]
+    ]
+    report = SimpleNamespace(model="x.py:net", seconds=61, rows=rows, invariance={}, invariance_cost={}, skipped=[])
+    out = io.StringIO()
+    bench.render(Console(file=out, width=80, highlight=False), report)
+    text = out.getvalue()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    for number in ("1,250,011", "4,406", "38,123", "123.46", "1123.45", "10240.0", "283.7x", "8.7x"):
+        assert number in text, number
+    result = run_cli("check", "demo:mlp", "--axes", "batch", env=scrubbed_env(COLUMNS="80"))
+    assert result.returncode == 1
+    assert max(len(line) for line in result.stdout.splitlines()) <= 80
+    assert "1/8" in result.stdout and re.search(r"\d\.\d\de-0\d", result.stdout)

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Column, Table
 
 from samebits.cli import inputs as opts
-from samebits.cli.output import check_html_path, consoles, write_html, write_json
+from samebits.cli.output import check_html_path, consoles, fitted_table, write_html, write_json
 from samebits.runtime.options import BenchOptions
 
 D = BenchOptions()  # the library's defaults, declared once
@@ -68,33 +67,34 @@ def bench_command(
     data = report.to_dict()
     write_json(data, json_path)
     write_html(data, html_path)
-    table = Table(
-        Column("config", min_width=31, no_wrap=True),
-        "batch",
-        "samples/s",
-        "p50 ms",
-        "p99 ms",
-        "peak MB",
-        "= loop",
-        "= alone",
-        "vs loop",
-        box=None,
-        title=f"{report.model} ({report.seconds:.0f} s)",
-        title_justify="left",
-    )
-    for r in report.rows:
-        peak = f"{r.peak_mb:.1f}" if r.peak_mb is not None else "-"
-        table.add_row(
+    render(console, report)
+
+
+def render(console: Console, report: Any) -> None:
+    """The bench table and its notes (numbers are never cut: text columns wrap)."""
+    rows = [
+        [
             escape(r.config),
             str(r.batch),
             f"{r.samples_per_s:,.0f}",
             f"{r.p50_ms:.2f}",
             f"{r.p99_ms:.2f}",
-            peak,
+            f"{r.peak_mb:.1f}" if r.peak_mb is not None else "-",
             "yes" if r.identical_to_reference else "no",
             "yes" if r.same_as_alone else "no",
             f"{r.speedup_vs_loop:.1f}x",
-        )
+        ]
+        for r in report.rows
+    ]
+    head = ["config", "batch", "samples/s", "p50 ms", "p99 ms", "peak MB", "= loop", "= alone", "vs loop"]
+    table = fitted_table(
+        head,
+        rows,
+        set(range(1, 9)),
+        console.width,
+        title=f"{report.model} ({report.seconds:.0f} s)",
+        title_justify="left",
+    )
     console.print(table)
     console.print(
         "= loop: every row has the bits of the per-sample loop; = alone: the bits this configuration gives the sample alone (batch invariance)."

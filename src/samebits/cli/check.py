@@ -7,11 +7,10 @@ from typing import Optional
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from samebits.checker.options import CheckOptions
 from samebits.cli import inputs as opts
-from samebits.cli.output import check_html_path, consoles, write_html, write_json
+from samebits.cli.output import check_html_path, consoles, fitted_table, write_html, write_json
 
 D = CheckOptions()  # the library's defaults, declared once
 
@@ -103,11 +102,16 @@ def check_command(
 def render(console: Console, report) -> None:  # report: CheckReport
     console.print(f"[bold]{escape(report.headline())}[/bold]")
     console.print(f"MODEL {escape(report.model)}, inputs {escape(report.inputs)}, {report.seconds:.1f} s\n")
-    table = Table("axis", "verdict", "agreed", "what was measured", box=None)
-    for a in report.axes:
-        agreed = f"{a.agreed}/{a.runs}" if a.runs else ""
-        table.add_row(a.axis, f"[{STYLE[a.verdict]}]{a.verdict}[/]", agreed, escape(a.summary or a.reason))
-    console.print(table)
+    rows = [
+        [
+            a.axis,
+            f"[{STYLE[a.verdict]}]{a.verdict}[/]",
+            f"{a.agreed}/{a.runs}" if a.runs else "",
+            escape(a.summary or a.reason),
+        ]
+        for a in report.axes
+    ]
+    console.print(fitted_table(["axis", "verdict", "agreed", "what was measured"], rows, {1, 2}, console.width))
     for a in report.axes:
         if a.verdict not in ("diverged", "close"):
             continue
@@ -123,10 +127,12 @@ def render(console: Console, report) -> None:  # report: CheckReport
             if o.op:
                 console.print(f"first op inside it that differs: {escape(o.op)}")
             if o.growth:
-                grow = Table("module", "type", "max abs diff", "elements differing", box=None, padding=(0, 2))
-                for g in o.growth[:GROWTH_SHOWN]:
-                    grow.add_row(escape(g.module), escape(g.type), f"{g.max_abs:.3g}", f"{g.mismatched_pct:.1f}%")
-                console.print(grow)
+                shown = [
+                    [escape(g.module), escape(g.type), f"{g.max_abs:.3g}", f"{g.mismatched_pct:.1f}%"]
+                    for g in o.growth[:GROWTH_SHOWN]
+                ]
+                head = ["module", "type", "max abs diff", "elements differing"]
+                console.print(fitted_table(head, shown, {2, 3}, console.width, padding=(0, 2)))
                 if len(o.growth) > GROWTH_SHOWN:
                     console.print(f"  ... {len(o.growth) - GROWTH_SHOWN} more modules differ (all in --json)")
     if report.causes:

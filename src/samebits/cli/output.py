@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.table import Column, Table
+from rich.text import Text
 
 from samebits.errors import UserError
 
@@ -56,3 +58,28 @@ def write_html(data: dict[str, Any], html_path: str | None) -> None:
         atomic_write(Path(html_path), lambda tmp: tmp.write_text(page, encoding="utf-8"))
     except OSError as exc:
         raise UserError(f"cannot write --html {html_path}: {exc.strerror}") from None
+
+
+def fitted_table(headers: list[str], rows: list[list[str]], numeric: set[int], width: int, **options: Any) -> Table:
+    """A table that fits ``width`` columns by wrapping its text columns, never by cutting a
+    number: each column in ``numeric`` is as wide as its widest cell (its header wraps between
+    words), and the text columns share what is left (cells may hold rich markup)."""
+    options = {"box": None, "pad_edge": False, **options}
+    pad = options.get("padding", (0, 1))
+    gap = 2 * (pad[1] if isinstance(pad, tuple) and len(pad) > 1 else 1)
+    cells = {i: [Text.from_markup(r[i]) for r in rows] for i in range(len(headers))}
+    widths = {i: max([t.cell_len for t in cells[i]] + [max(map(len, headers[i].split()))]) for i in numeric}
+    text = [i for i in range(len(headers)) if i not in numeric]
+    left = width - sum(widths.values()) - gap * len(headers)
+    share = max(8, left // max(1, len(text)))
+    columns = []
+    for i, header in enumerate(headers):
+        if i in numeric:
+            columns.append(Column(header, justify="right", width=widths[i]))
+        else:
+            longest = max([t.cell_len for t in cells[i]] + [len(header)])
+            columns.append(Column(header, overflow="fold", max_width=max(share, 1) if longest > share else None))
+    table = Table(*columns, **options)
+    for row in rows:
+        table.add_row(*row)
+    return table
