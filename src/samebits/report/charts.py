@@ -106,6 +106,7 @@ def divergence_by_depth(series: list[dict[str, Any]]) -> str:
     panels[1].set_xticks(range(0, len(names), step))
     panels[1].set_xticklabels([names[i] for i in range(0, len(names), step)], rotation=60, ha="right", fontsize=7)
     for panel in panels:
+        panel.set_ylim(bottom=0)  # differences are >= 0: no negative half of the symlog axis
         panel.axhline(0, color="#999", linewidth=0.8)
         panel.grid(True, axis="y", alpha=0.3)
     panels[1].set_xlabel("traced modules in call order (0 = identical)")
