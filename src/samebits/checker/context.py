@@ -81,6 +81,7 @@ def origin_from(
                 diff = Difference.from_comparison(compare(kept_a[c.key], kept_b[c.key]))
                 if c.key == call.key:
                     origin.difference = diff
+                    origin.keep_tensors(kept_a[c.key], kept_b[c.key])
                 if diff is not None:
                     pct = 100.0 * diff.mismatched / diff.numel if diff.numel else 0.0
                     stats[c.key] = Growth(c.label, c.type, diff.max_abs, round(pct, 2))

@@ -77,6 +77,14 @@ class Origin:
     op: str | None = None  # the first aten op inside the module whose output differs
     profile: list[ModuleStat] = dataclasses.field(default_factory=list)  # every traced call, for the plot
 
+    def keep_tensors(self, a: dict[str, Any], b: dict[str, Any]) -> None:
+        """The two runs' outputs at this module (``{path: tensor}``), for a repro folder; not
+        part of the report's JSON."""
+        self._tensors = (a, b)
+
+    def tensors(self) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        return getattr(self, "_tensors", None)
+
 
 @dataclasses.dataclass
 class RngUse:

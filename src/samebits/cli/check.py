@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -21,6 +23,7 @@ GROWTH_SHOWN = 6  # modules after the origin shown in the terminal
 
 
 def check_command(
+    ctx: typer.Context,
     model: str = opts.ModelArg,
     input_file: Optional[str] = opts.InputOpt,
     input_shape: Optional[list[str]] = opts.ShapeOpt,
@@ -54,6 +57,18 @@ def check_command(
     ),
     json_path: Optional[str] = opts.JsonOpt,
     html_path: Optional[str] = opts.HtmlOpt,
+    out_dir: Optional[str] = typer.Option(
+        None,
+        "--out",
+        metavar="DIR",
+        help="Also write a repro folder: report, fingerprint, inputs, origin outputs, command.",
+    ),
+    from_dir: Optional[str] = typer.Option(
+        None,
+        "--from",
+        metavar="DIR",
+        help="Re-run the check of a repro folder (its inputs and options) and say what changed. MODEL is re-used only when it is data.",
+    ),
 ) -> None:
     """Run MODEL under every variation that changes bits, and say where and why.
 
@@ -69,19 +84,25 @@ def check_command(
 
     console = consoles(json_path)
     check_html_path(html_path)
-    tol_a, tol_r = check_tolerances(atol, rtol)
-    loaded, inputs, model_dtype = opts.load_target(model, input_file, input_shape, dtype, int_range, seed)
-    status = Console(stderr=True).status("checking", spinner="dots")
-    with status, Watchdog(timeout, f"MODEL {model}"):
-        report = check(
-            loaded,
-            inputs,
-            progress=lambda message: status.update(escape(message)),
+    stored = None
+    if from_dir is not None:
+        from samebits.checker.repro import model_for, read_repro
+        from samebits.models import load_model
+
+        stored_model, options, inputs, stored = read_repro(from_dir)
+        source = ctx.get_parameter_source("model")
+        typed = getattr(source, "name", "DEFAULT") != "DEFAULT"  # typer bundles its own click: compare by name
+        model = model_for(stored_model, model if typed else None, from_dir)
+        loaded = load_model(model)
+    else:
+        tol_a, tol_r = check_tolerances(atol, rtol)
+        loaded, inputs, model_dtype = opts.load_target(model, input_file, input_shape, dtype, int_range, seed)
+        options = CheckOptions(
             axes=tuple(a.strip() for a in axes.split(",") if a.strip()),
             runs=runs,
             processes=processes,
             threads=opts.parse_ints(threads, "--threads"),
-            batch_sizes=opts.parse_ints(batch_sizes, "--batch-sizes") or (),
+            batch_sizes=opts.parse_ints(batch_sizes, "--batch-sizes") or D.batch_sizes,
             batch_dim=batch_dim,
             atol=tol_a,
             rtol=tol_r,
@@ -92,11 +113,40 @@ def check_command(
             localize=not no_localize,
             runtime=runtime,
         )
+    if out_dir is not None:
+        from samebits.checker.repro import _writable
+
+        _writable(Path(out_dir))  # refused before the work, not after
+    status = Console(stderr=True).status("checking", spinner="dots")
+    with status, Watchdog(options.timeout, f"MODEL {model}"):
+        report = check(
+            loaded, inputs, progress=lambda message: status.update(escape(message)), **dataclasses.asdict(options)
+        )
     data = report.to_dict()
     write_json(data, json_path)
     write_html(data, html_path)
+    if out_dir is not None:
+        from samebits.checker.repro import write_repro
+
+        write_repro(out_dir, report, inputs_of(loaded, inputs), options)
     render(console, report)
+    if stored is not None:
+        from samebits.checker.repro import changes_since
+
+        changed = changes_since(stored, report)
+        console.print("\n[bold]Since the stored run[/bold]: " + ("nothing changed" if not changed else ""))
+        for line in changed:
+            console.print(f"- {escape(line)}")
+    if out_dir is not None:
+        console.print(f"repro folder: {escape(out_dir)} (re-run it: samebits check --from {escape(out_dir)})")
     raise typer.Exit(report.exit_code)
+
+
+def inputs_of(loaded, inputs):  # type: ignore[no-untyped-def]
+    """The inputs the check ran on: those given, else the spec's own example."""
+    from samebits.models.target import inputs_for
+
+    return inputs_for(loaded, inputs)
 
 
 def render(console: Console, report) -> None:  # report: CheckReport
