@@ -53,3 +53,15 @@ class SmallConv(nn.Module):
 def conv():
     torch.manual_seed(0)
     return SmallConv(), torch.randn(8, 3, 64, 64)
+
+
+class OddOutput(MLP):
+    """An output that is not all tensors: predict stores tensors only."""
+
+    def forward(self, x):
+        return {"y": self.body(x), "n": 3}
+
+
+def odd_output():
+    torch.manual_seed(0)
+    return OddOutput(), torch.randn(8, 16)

@@ -264,3 +264,58 @@ def test_workers_killed_with_the_parent_and_resumed_give_the_same_bytes(inputs, 
     assert done.returncode == 0, done.stderr
     assert shard_bytes(broken) == shard_bytes(whole) and digests(broken) == digests(whole)
     assert not list(broken.glob(".*.tmp"))
+
+
+def test_verify_reads_every_shard_file_and_edited_manifests_are_one_line(inputs, tmp_path):
+    out = tmp_path / "out"
+    predict(SPEC, [str(inputs)], out, shard_size=100)
+    (out / "shard-000002.safetensors").unlink()  # a shard verify would not recompute (3 of 10)
+    data = bytearray((out / "shard-000005.safetensors").read_bytes())
+    data[-2] ^= 0xFF
+    (out / "shard-000005.safetensors").write_bytes(bytes(data))
+    bad = run_cli("verify", str(out), SPEC)
+    assert bad.returncode == 1
+    assert "shard 2: its file shard-000002.safetensors is missing" in bad.stdout
+    assert "shard 5: its file shard-000005.safetensors is not the one the run wrote" in bad.stdout
+    manifest = json.loads((out / "manifest.json").read_text())
+    del manifest["shards"][1]["samples"]  # an edited entry is redone, not trusted
+    manifest["shards"][3]["sample_sha256"] = "x"
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    report = predict(SPEC, [str(inputs)], out, shard_size=100, resume=True)
+    assert report.computed == 4  # the two edited entries and the two bad files
+    assert verify_ok(out)
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["threads"] = None
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    edited = run_cli("verify", str(out), SPEC)
+    assert edited.returncode == 2 and "is incomplete or edited (its 'threads'" in edited.stderr
+    (out / "manifest.json").write_bytes(b"\xff\xfe{}")
+    for cmd in (("verify", str(out), SPEC), ("predict", SPEC, str(inputs), "-o", str(out), "--resume")):
+        broken = run_cli(*cmd)
+        assert broken.returncode == 2 and "is unreadable" in broken.stderr and "Traceback" not in broken.stderr
+
+
+def verify_ok(out: Path) -> bool:
+    return run_cli("verify", str(out), SPEC, "--shards", "10").returncode == 0
+
+
+def test_out_dirs_and_outputs_samebits_cannot_use_are_one_line(inputs, tmp_path):
+    (tmp_path / "a-file").write_text("x")
+    under_file = run_cli("predict", SPEC, str(inputs), "-o", str(tmp_path / "a-file" / "sub"))
+    assert under_file.returncode == 2 and "cannot write into OUT_DIR" in under_file.stderr
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    dangling = run_cli("predict", SPEC, str(inputs), "-o", str(tmp_path / "dangling"))
+    assert dangling.returncode == 2 and "broken symbolic link" in dangling.stderr
+    assert not (tmp_path / "nowhere").exists()
+    only_one = run_cli("predict", str(inputs), "-o", str(tmp_path / "o"))
+    assert only_one.returncode == 2 and "give MODEL and INPUT" in only_one.stderr
+    zero = run_cli("predict", SPEC, str(inputs), "-o", str(tmp_path / "o"), "--shard-size", "0")
+    assert (
+        zero.returncode == 2
+        and zero.stderr.strip().startswith("samebits: error:")
+        and len(zero.stderr.strip().splitlines()) == 1
+    )
+    wrong = run_cli("predict", f"{HERE / 'predict_models.py'}:conv", str(inputs), "-o", str(tmp_path / "w"))
+    assert wrong.returncode == 2 and "on the first samples of the inputs" in wrong.stderr
+    odd = run_cli("predict", f"{HERE / 'predict_models.py'}:odd_output", str(inputs), "-o", str(tmp_path / "odd"))
+    assert odd.returncode == 2 and "is not a tensor with one row per sample" in odd.stderr

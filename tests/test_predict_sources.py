@@ -103,15 +103,15 @@ def test_images_are_preprocessed_as_documented_and_bad_ones_named(tmp_path):
     folder.mkdir()
     for i in range(10):
         _png(folder / f"img{i:02d}.png", i)
-    report = predict(CONV, [str(folder)], tmp_path / "default", shard_size=4, batch_size=3)
-    assert report.samples == 10 and report.shards == 3
-    manifest = json.loads((tmp_path / "default" / "manifest.json").read_text())
-    assert manifest["preprocessing"]["resize"] == [224, 224] and manifest["preprocessing"]["convert"] == "RGB"
+    from samebits.offline.images import ImagePrep
+
+    assert ImagePrep().to_dict()["resize"] == [224, 224] and ImagePrep().to_dict()["convert"] == "RGB"  # the defaults
     small = tmp_path / "small"
-    predict(CONV, [str(folder)], small, shard_size=5, image=_prep((64, 48)))
+    report = predict(CONV, [str(folder)], small, shard_size=4, batch_size=3, image=_prep((64, 48)))
+    assert report.samples == 10 and report.shards == 3
     assert json.loads((small / "manifest.json").read_text())["preprocessing"]["resize"] == [64, 48]
     np.save(tmp_path / "by-hand.npy", np.stack([_by_hand(p, (64, 48)) for p in sorted(folder.iterdir())]))
-    predict(CONV, [str(tmp_path / "by-hand.npy")], tmp_path / "hand", shard_size=5)
+    predict(CONV, [str(tmp_path / "by-hand.npy")], tmp_path / "hand", shard_size=4)
     assert digests(small) == digests(tmp_path / "hand")  # the same bits as the preprocessing done by hand
     (folder / "img08.png").write_bytes(b"\x89PNG\r\n\x1a\n broken")
     args = ["--shard-size", "5", "--image-size", "64,48"]
@@ -122,7 +122,29 @@ def test_images_are_preprocessed_as_documented_and_bad_ones_named(tmp_path):
     assert skipped.returncode == 0 and "9 samples in 2 shards" in skipped.stdout and "1 skipped" in skipped.stdout
     assert digests(tmp_path / "skip") == digests(small)[:8] + digests(small)[9:]
     refused = run_cli("predict", CONV, str(folder), "-o", str(tmp_path / "x"), "--image-size", "64")
-    assert refused.returncode == 2 and "--image-size takes 2 comma-separated numbers" in refused.stderr
+    assert refused.returncode == 2 and "--image-size takes 2 comma-separated integers" in refused.stderr
+    nan = run_cli("predict", CONV, str(folder), "-o", str(tmp_path / "y"), "--mean", "nan,0,0")
+    assert nan.returncode == 2 and "3 finite numbers" in nan.stderr
+
+
+def test_a_null_inside_a_list_and_a_16_bit_image_are_bad_samples_not_zeros(samples, tmp_path):
+    values = [row.tolist() for row in samples[:20]]
+    values[5][3] = None
+    for kind in (pa.list_(pa.float64()), pa.list_(pa.float64(), 16)):
+        path = tmp_path / f"nulls-{kind.num_fields}-{len(str(kind))}.parquet"
+        pq.write_table(pa.table({"x": pa.array(values, type=kind)}), path)
+        with pytest.raises(UserError, match=r"row 5: column 'x' is null or holds a null"):
+            predict(MLP, [str(path)], tmp_path / f"o-{path.stem}", shard_size=10)
+        report = predict(MLP, [str(path)], tmp_path / f"s-{path.stem}", shard_size=10, skip_bad=True)
+        assert report.samples == 19 and report.skipped == 1
+    deep = np.random.default_rng(0).integers(0, 65535, (40, 50), dtype=np.uint16)
+    folder = tmp_path / "images"
+    folder.mkdir()
+    for i in range(9):
+        _png(folder / f"a{i}.png", i)
+    Image.fromarray(deep).save(folder / "z-16bit.png")
+    with pytest.raises(UserError, match=r"z-16bit.png': is a I;16 image \(16-bit or float\)"):
+        predict(CONV, [str(folder)], tmp_path / "img", shard_size=5, image=_prep((64, 64)))
 
 
 def _prep(size):

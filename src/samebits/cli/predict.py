@@ -14,15 +14,15 @@ from samebits.cli import inputs as opts
 from samebits.errors import UserError
 
 
-def _numbers(text: str | None, n: int, what: str) -> tuple[float, ...] | None:
+def _numbers(text: str | None, n: int, what: str, kind: type = float) -> tuple[float, ...] | None:
     if text is None:
         return None
     try:
-        values = tuple(float(v) for v in text.split(","))
+        values = tuple(kind(v) for v in text.split(","))
     except ValueError:
         values = ()
     if len(values) != n:
-        raise UserError(f"{what} takes {n} comma-separated numbers, not '{text}'")
+        raise UserError(f"{what} takes {n} comma-separated {'integers' if kind is int else 'numbers'}, not '{text}'")
     return values
 
 
@@ -54,26 +54,25 @@ def _progress() -> Iterator[Callable[[int, int], None]]:
 
 def predict_command(
     model: str = opts.ModelArg,
-    inputs: list[str] = typer.Argument(
-        ...,
+    inputs: Optional[list[str]] = typer.Argument(
+        None,
         metavar="INPUT...",
         help="Input files or folders: tensor files (.npy, .safetensors, .pt), Parquet files, or images.",
     ),
     out_dir: str = typer.Option(
         ..., "-o", "--output", metavar="OUT_DIR", help="Folder for the shards and manifest.json."
     ),
-    batch_size: int = typer.Option(64, "--batch-size", min=1, help="Samples per call to the Predictor."),
+    batch_size: int = typer.Option(64, "--batch-size", help="Samples per call to the Predictor."),
     backend: str = typer.Option("eager", "--backend", help="Predictor backend (eager, onnxruntime, ...)."),
-    shard_size: int = typer.Option(1000, "--shard-size", min=1, help="Samples per output shard."),
+    shard_size: int = typer.Option(1000, "--shard-size", help="Samples per output shard."),
     resume: bool = typer.Option(False, "--resume", help="Continue a run in OUT_DIR: complete shards are kept."),
-    workers: int = typer.Option(1, "--workers", min=1, help="Worker processes, or Ray actors (MODEL must be a spec)."),
+    workers: int = typer.Option(1, "--workers", help="Worker processes, or Ray actors (MODEL must be a spec)."),
     engine: str = typer.Option(
         "local", "--engine", help="local (worker processes here) or ray (Ray actors: a local Ray, or RAY_ADDRESS)."
     ),
     threads_per_worker: Optional[int] = typer.Option(
         None,
         "--threads-per-worker",
-        min=1,
         help="Threads per worker. Default: the cores shared out, or 1 where the thread count changes the model's bits.",
     ),
     skip_bad: bool = typer.Option(
@@ -98,9 +97,12 @@ def predict_command(
     from samebits.offline.images import IMAGENET_MEAN, IMAGENET_STD, ImagePrep
     from samebits.offline.run import predict
 
+    if not inputs:
+        raise UserError(f"give MODEL and INPUT...: samebits predict MODEL INPUT... -o OUT_DIR (got only '{model}')")
+
     image = None
     if image_size or mean or std:
-        size = _numbers(image_size, 2, "--image-size") or (224, 224)
+        size = _numbers(image_size, 2, "--image-size", int) or (224, 224)
         image = ImagePrep(
             (int(size[0]), int(size[1])),
             _numbers(mean, 3, "--mean") or IMAGENET_MEAN,  # type: ignore[arg-type]

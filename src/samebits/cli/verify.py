@@ -20,6 +20,8 @@ def _verify_predictions(out_dir: str, model: Optional[str], shards: int) -> int:
     from samebits.offline.verify import verify_predictions
 
     report = verify_predictions(out_dir, model, shards=shards)
+    for problem in report.bad_files:
+        typer.echo(problem)
     for check in report.checked:
         state = "identical" if check.first_difference is None else f"differs from sample {check.first_difference}"
         typer.echo(f"shard {check.index} ({check.samples} samples): {state}")
@@ -42,7 +44,11 @@ def verify_command(
         help="The model to verify. Default: the MODEL stored in the golden, only when it is data (demo:NAME, .pt2, .onnx); a file.py:factory, module:factory or .pt spec is code, so pass it here.",
     ),
     exact: bool = typer.Option(False, "--exact", help="Require identical bits, whatever the machine."),
-    shards: int = typer.Option(3, "--shards", min=1, help="For a predict OUT_DIR: how many shards to recompute."),
+    shards: int = typer.Option(
+        3,
+        "--shards",
+        help="For a predict OUT_DIR: how many shards to recompute (every shard file's digest is checked).",
+    ),
     atol: Optional[float] = typer.Option(None, "--atol", help="Absolute tolerance (with --rtol)."),
     rtol: Optional[float] = typer.Option(None, "--rtol", help="Relative tolerance (with --atol)."),
     json_path: Optional[str] = opts.JsonOpt,

@@ -6,6 +6,7 @@ normalise by mean and std per channel, lay out as C×H×W. One file is one sampl
 from __future__ import annotations
 
 import dataclasses
+import math
 import warnings
 from typing import Any
 
@@ -19,6 +20,8 @@ from samebits.offline.sources import BadInput, InputFile, Piece, Shapes, Source,
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 FORMATS = ("PNG", "JPEG", "BMP", "GIF", "WEBP", "TIFF")
+EIGHT_BIT_MODES = {"1", "L", "LA", "P", "PA", "RGB", "RGBA", "RGBX", "CMYK", "YCbCr", "LAB", "HSV"}
+MAX_SIDE = 16384
 
 
 def _pillow() -> Any:
@@ -38,10 +41,18 @@ class ImagePrep:
     std: tuple[float, float, float] = IMAGENET_STD
 
     def __post_init__(self) -> None:
-        if len(self.size) != 2 or min(self.size) < 1:
-            raise UserError(f"--image-size must be H,W with both >= 1, not {','.join(map(str, self.size))}")
-        if len(self.mean) != 3 or len(self.std) != 3 or min(self.std) <= 0:
-            raise UserError("--mean and --std take 3 numbers each (R,G,B), and std must be > 0")
+        if len(self.size) != 2 or not all(isinstance(v, int) and 1 <= v <= MAX_SIDE for v in self.size):
+            raise UserError(
+                f"--image-size takes two integers H,W from 1 to {MAX_SIDE}, not {','.join(map(str, self.size))}"
+            )
+        numbers = [*self.mean, *self.std]
+        if (
+            len(self.mean) != 3
+            or len(self.std) != 3
+            or not all(math.isfinite(v) for v in numbers)
+            or min(self.std) <= 0
+        ):
+            raise UserError("--mean and --std take 3 finite numbers each (R,G,B), and std must be > 0")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -63,7 +74,13 @@ def load_image(path: Any, prep: ImagePrep) -> torch.Tensor:
         with warnings.catch_warnings():
             warnings.simplefilter("error", image_module.DecompressionBombWarning)
             with image_module.open(path, formats=list(FORMATS)) as im:
+                if im.mode not in EIGHT_BIT_MODES:
+                    raise BadInput(
+                        f"is a {im.mode} image (16-bit or float); the 8-bit preprocessing would clip it, so it is not read"
+                    )
                 rgb = im.convert("RGB").resize((prep.size[1], prep.size[0]), image_module.Resampling.BILINEAR)
+    except BadInput:
+        raise
     except Exception as exc:
         raise BadInput(
             f"does not decode as an image ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"

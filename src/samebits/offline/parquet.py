@@ -83,6 +83,25 @@ def _to_numpy(array: Any) -> np.ndarray:
     raise BadInput(f"a column holds {kind}; samebits predict reads numbers and lists of numbers")
 
 
+def _null_rows(array: Any) -> np.ndarray:
+    """Which rows are null or hold a null at any depth (a null inside a list is no number)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    mask = np.asarray(array.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    kind = array.type
+    if isinstance(kind, pa.ExtensionType):
+        return mask | _null_rows(array.storage)
+    if pa.types.is_fixed_size_list(kind) or pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        values = array.flatten()  # the values of the non-null lists, in row order
+        inner = _null_rows(values)
+        if inner.any():
+            lengths = np.asarray(pc.list_value_length(array).fill_null(0).to_numpy(zero_copy_only=False))
+            owner = np.repeat(np.arange(len(array)), lengths)
+            mask |= np.bincount(owner[inner], minlength=len(array)) > 0
+    return mask
+
+
 def _as_tensor(values: np.ndarray) -> torch.Tensor:
     if values.dtype.kind == "f":
         values = values.astype(np.float32, copy=False)
@@ -123,8 +142,8 @@ class ParquetSource(Source):
         columns: dict[str, np.ndarray | list[Any]] = {}
         for name, col in self.inputs:
             array = table.column(col).combine_chunks()
-            for r in np.flatnonzero(np.asarray(array.is_null().to_numpy(zero_copy_only=False))):
-                bad.setdefault(a + int(r), f"column '{col}' is null")
+            for r in np.flatnonzero(_null_rows(array)):
+                bad.setdefault(a + int(r), f"column '{col}' is null or holds a null")
             expected = wanted.get(name)
             try:
                 values = _to_numpy(array)

@@ -109,7 +109,7 @@ def preprocessing_of(files: list[InputFile], dataset: Dataset) -> dict[str, Any]
     return None
 
 
-def example_of(loaded: Any, dataset: Dataset) -> ModelInputs:
+def example_of(dataset: Dataset) -> ModelInputs:
     """What the Predictor calibrates on: the first 8 good samples (the data's shapes are what
     runs, whatever the spec's own example)."""
     return dataset.first_rows(8)
@@ -153,7 +153,10 @@ def header_of(
 def _write_manifest(out: Path, header: dict[str, Any], shards: dict[int, dict[str, Any]]) -> None:
     data = {**header, "shards": [shards[i] for i in sorted(shards)]}
     text = json.dumps(data, sort_keys=True, separators=(",", ":"))  # compact: the C encoder, 10x faster
-    atomic_write(out / MANIFEST, lambda tmp: tmp.write_text(text + "\n"))
+    try:
+        atomic_write(out / MANIFEST, lambda tmp: tmp.write_text(text + "\n"))
+    except OSError as exc:
+        raise UserError(f"cannot write '{out / MANIFEST}': {exc.strerror or exc}") from None
 
 
 MANIFEST_EVERY = 0.5  # seconds between manifest rewrites; a shard done but not yet listed is redone by --resume
@@ -162,9 +165,9 @@ MANIFEST_EVERY = 0.5  # seconds between manifest rewrites; a shard done but not 
 def _resumable(out: Path, header: dict[str, Any]) -> dict[int, dict[str, Any]]:
     """The complete shards of an earlier run of the same job; a different job is one line."""
     try:
-        old = json.loads((out / MANIFEST).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise UserError(f"cannot resume: '{out / MANIFEST}' is unreadable ({exc})") from None
+        old = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:  # ValueError: not UTF-8, not JSON
+        raise UserError(f"cannot resume: '{out / MANIFEST}' is unreadable ({first_line(exc)})") from None
     if not isinstance(old, dict) or old.get("kind") != "predict":
         raise UserError(f"cannot resume: '{out / MANIFEST}' is not a samebits predict manifest")
     for key in COMPARED:
@@ -174,11 +177,21 @@ def _resumable(out: Path, header: dict[str, Any]) -> dict[int, dict[str, Any]]:
                 f"cannot resume into '{out}': the {key.replace('_', ' ')} differs from the earlier run's{was}; "
                 "use another OUT_DIR"
             )
-    done = {}
-    for entry in old.get("shards", []):
-        if isinstance(entry, dict) and entry.get("status") == "complete" and isinstance(entry.get("index"), int):
-            done[entry["index"]] = entry
-    return done
+    shards = old.get("shards")
+    return {e["index"]: e for e in shards if is_entry(e)} if isinstance(shards, list) else {}
+
+
+_ENTRY = {"index": int, "start": int, "stop": int, "samples": int, "sha256": str, "sample_sha256": list}
+
+
+def is_entry(entry: Any) -> bool:
+    """Whether ``entry`` is a well-formed complete shard entry (an edited one is redone, not trusted)."""
+    return (
+        isinstance(entry, dict)
+        and entry.get("status") == "complete"
+        and all(isinstance(entry.get(k), t) and not isinstance(entry.get(k), bool) for k, t in _ENTRY.items())
+        and len(entry["sample_sha256"]) == entry["samples"]
+    )
 
 
 def shard_count(total: int, size: int) -> int:
@@ -187,6 +200,8 @@ def shard_count(total: int, size: int) -> int:
 
 def _check_out_dir(out: Path, resume: bool) -> bool:
     """Whether ``out`` holds a manifest; a folder samebits must not write into is one line."""
+    if out.is_symlink() and not out.exists():
+        raise UserError(f"'{out}' is a broken symbolic link; OUT_DIR must be a folder")
     if out.exists() and not out.is_dir():
         raise UserError(f"'{out}' is a file; OUT_DIR must be a folder")
     has_manifest = (out / MANIFEST).is_file()
@@ -197,6 +212,30 @@ def _check_out_dir(out: Path, resume: bool) -> bool:
             else f"'{out}' exists, is not empty and holds no samebits manifest; choose another OUT_DIR"
         )
     return has_manifest
+
+
+def _make_writable(out: Path) -> None:
+    """Create OUT_DIR and make sure files can be written there; one line where they cannot."""
+    import tempfile
+
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".samebits-probe-", dir=out)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise UserError(f"cannot write into OUT_DIR '{out}': {exc.strerror or exc}") from None
+
+
+def _check_forward(model: Any, example: ModelInputs) -> None:
+    """The model runs on the data's first samples (else the Predictor's calibration would fail
+    with a less direct message)."""
+    from samebits.measure.guard import ForwardError, check_forward
+
+    try:
+        check_forward(model, example)
+    except ForwardError as exc:
+        raise UserError(f"{exc} on the first samples of the inputs (are they the inputs this model takes?)") from None
 
 
 def predict(
@@ -239,7 +278,9 @@ def predict(
     if workers > 1 or engine == "ray":
         needs_spec(loaded)
     dataset = open_dataset(files, loaded.model, image=image, skip_bad=skip_bad)
-    example = example_of(loaded, dataset)
+    _make_writable(out)  # before the Predictor calibrates, not after
+    example = example_of(dataset)
+    _check_forward(loaded.model, example)
     # The plan (verified sizes) must not depend on --batch-size, or neither would the bits: the
     # Predictor keeps its own maximum, and batch_size only cuts the calls to it.
     threads, predictor = thread_plan(
@@ -331,7 +372,10 @@ def compute_shard(
     start, stop = index * shard_size, min((index + 1) * shard_size, dataset.total)
     tensors, rows, skipped = shard_outputs(predictor, dataset, start, stop, batch_size)
     path = out / shard_name(index)
-    atomic_write(path, lambda tmp: save_file(tensors, str(tmp)))
+    try:
+        atomic_write(path, lambda tmp: save_file(tensors, str(tmp)))
+    except OSError as exc:
+        raise UserError(f"cannot write '{path}': {exc.strerror or exc}") from None
     entry = {
         "index": index,
         "start": start,

@@ -50,7 +50,10 @@ def input_files(paths: list[str]) -> list[InputFile]:
     for raw in paths:
         p = Path(raw)
         if p.is_dir():
-            inside = sorted(f for f in p.iterdir() if f.is_file() and f.suffix.lower() in KINDS)
+            try:
+                inside = sorted(f for f in p.iterdir() if f.is_file() and f.suffix.lower() in KINDS)
+            except OSError as exc:
+                raise UserError(f"cannot read input folder '{p}': {exc.strerror or exc}") from None
             if not inside:
                 raise UserError(f"'{p}' holds no input files ({', '.join(KINDS)})")
             found += inside
@@ -63,7 +66,14 @@ def input_files(paths: list[str]) -> list[InputFile]:
     kinds = sorted({KINDS[f.suffix.lower()] for f in found})
     if len(kinds) > 1:
         raise UserError(f"the inputs mix {' and '.join(kinds)}; one run reads one kind of input file")
-    return [InputFile(f.resolve(), f.stat().st_size, sha256_file(f)) for f in found]
+    return [_described(f) for f in found]
+
+
+def _described(path: Path) -> InputFile:
+    try:
+        return InputFile(path.resolve(), path.stat().st_size, sha256_file(path))
+    except OSError as exc:
+        raise UserError(f"cannot read input '{path}': {exc.strerror or exc}") from None
 
 
 class BadInput(Exception):

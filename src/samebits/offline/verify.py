@@ -10,11 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from samebits.errors import UserError
+from samebits.files import sha256_file
 from samebits.models.spec import is_data_only_spec
 from samebits.models.target import as_loaded
 from samebits.offline.images import ImagePrep
 from samebits.offline.run import (
     MANIFEST,
+    is_entry,
+    shard_name,
     SCHEMA_VERSION,
     shard_outputs,
     example_of,
@@ -37,10 +40,11 @@ class PredictionsReport:
     out_dir: str
     checked: list[ShardCheck]
     changes: list[dict[str, Any]]  # bit-relevant fingerprint fields that differ from the run's
+    bad_files: list[str] = dataclasses.field(default_factory=list)  # shard files missing or not as written
 
     @property
     def identical(self) -> bool:
-        return all(c.first_difference is None for c in self.checked)
+        return all(c.first_difference is None for c in self.checked) and not self.bad_files
 
     @property
     def exit_code(self) -> int:
@@ -48,13 +52,49 @@ class PredictionsReport:
 
 
 def is_predictions(path: str | Path) -> bool:
-    p = Path(path) / MANIFEST
-    if not p.is_file():
-        return False
+    """Whether ``path`` is a folder with a ``manifest.json`` (a predict OUT_DIR, or an edited one)."""
+    return (Path(path) / MANIFEST).is_file()
+
+
+def _manifest(out: Path) -> dict[str, Any]:
     try:
-        return json.loads(p.read_text()).get("kind") == "predict"
-    except (OSError, json.JSONDecodeError, AttributeError):
-        return False
+        data = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UserError(f"'{out / MANIFEST}' is unreadable ({str(exc).splitlines()[0]})") from None
+    if not isinstance(data, dict) or data.get("kind") != "predict":
+        raise UserError(f"'{out / MANIFEST}' is not a samebits predict manifest")
+    if data.get("schema_version") != SCHEMA_VERSION:
+        raise UserError(
+            f"cannot verify '{out}': its manifest is schema {data.get('schema_version')}; this samebits reads {SCHEMA_VERSION}"
+        )
+    shapes = {
+        "inputs": list,
+        "shards": list,
+        "plan": dict,
+        "threads": dict,
+        "shard_size": int,
+        "batch_size": int,
+        "skip_bad": bool,
+    }
+    wrong = [k for k, t in shapes.items() if not isinstance(data.get(k), t)]
+    inputs_ok = all(isinstance(f, dict) and {"path", "size", "sha256"} <= set(f) for f in data.get("inputs") or [])
+    threads_ok = {"build", "per_worker"} <= set(data.get("threads") or {}) and "backend" in (data.get("plan") or {})
+    if wrong or not inputs_ok or not threads_ok:
+        what = wrong[0] if wrong else "inputs" if not inputs_ok else "threads"
+        raise UserError(f"'{out / MANIFEST}' is incomplete or edited (its '{what}' is missing or malformed)")
+    return data
+
+
+def _file_problems(out: Path, entries: list[dict[str, Any]]) -> list[str]:
+    """Each complete shard whose file is missing or not the bytes the run wrote."""
+    problems = []
+    for e in entries:
+        path = out / shard_name(e["index"])
+        if not path.is_file():
+            problems.append(f"shard {e['index']}: its file {path.name} is missing")
+        elif sha256_file(path) != e["sha256"]:
+            problems.append(f"shard {e['index']}: its file {path.name} is not the one the run wrote (sha256 differs)")
+    return problems
 
 
 def pick(n: int, k: int) -> list[int]:
@@ -65,13 +105,19 @@ def pick(n: int, k: int) -> list[int]:
 
 
 def verify_predictions(out_dir: str | Path, model_or_spec: Any = None, *, shards: int = 3) -> PredictionsReport:
-    """Recompute ``shards`` of the complete shards in ``out_dir`` and compare per-sample digests."""
+    """Check every complete shard's file digest, recompute ``shards`` of them spread over the
+    run and compare per-sample digests."""
+    if shards < 1:
+        raise UserError("--shards must be >= 1")
+    out = Path(out_dir)
+    return _verify(out, _manifest(out), model_or_spec, shards)
+
+
+def _verify(out: Path, manifest: dict[str, Any], model_or_spec: Any, shards: int) -> PredictionsReport:
     from samebits.fingerprint import Fingerprint, bit_relevant_changes
     from samebits.measure.threads import num_threads
     from samebits.runtime.predictor import Predictor
 
-    out = Path(out_dir)
-    manifest = json.loads((out / MANIFEST).read_text())
     if model_or_spec is None:
         stored = manifest.get("model")
         if not isinstance(stored, str) or not is_data_only_spec(stored):
@@ -87,11 +133,8 @@ def verify_predictions(out_dir: str | Path, model_or_spec: Any = None, *, shards
     changed = [a.path for a, b in zip(recorded, now) if a.sha256 != b.sha256]
     if changed:
         raise UserError(f"cannot verify '{out}': input '{changed[0]}' changed since the run")
-    if manifest.get("schema_version") != SCHEMA_VERSION:
-        raise UserError(
-            f"cannot verify '{out}': its manifest is schema {manifest.get('schema_version')}; this samebits reads {SCHEMA_VERSION}"
-        )
-    done = {s["index"]: s for s in manifest["shards"] if s.get("status") == "complete"}
+    done = {s["index"]: s for s in manifest["shards"] if is_entry(s)}
+    bad_files = _file_problems(out, [done[i] for i in sorted(done)])
     wanted = [sorted(done)[i] for i in pick(len(done), shards)] if done else []
     loaded = as_loaded(model_or_spec)
     prep = manifest.get("preprocessing") or {}
@@ -100,7 +143,7 @@ def verify_predictions(out_dir: str | Path, model_or_spec: Any = None, *, shards
     checked = []
     threads = manifest["threads"]
     with num_threads(threads["build"]):  # calibrated and run as the run was, not at this shell's count
-        predictor = Predictor(loaded, backend=manifest["plan"]["backend"], example_inputs=example_of(loaded, dataset))
+        predictor = Predictor(loaded, backend=manifest["plan"]["backend"], example_inputs=example_of(dataset))
         changes, _ = bit_relevant_changes(manifest.get("fingerprint", {}), Fingerprint.capture())
     with num_threads(threads["per_worker"]), predictor:
         plan = plan_of(predictor)
@@ -123,4 +166,4 @@ def verify_predictions(out_dir: str | Path, model_or_spec: Any = None, *, shards
                 "note": "other verified batch sizes",
             }
         )
-    return PredictionsReport(str(out), checked, found)
+    return PredictionsReport(str(out), checked, found, bad_files)

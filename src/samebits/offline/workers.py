@@ -24,7 +24,7 @@ from samebits.measure.batching import batch_size_of, concat_batches, take_rows
 from samebits.measure.processes import die_with_parent
 from samebits.measure.threads import num_threads
 from samebits.models.inputs import ModelInputs
-from samebits.tensors.digest import digest
+from samebits.tensors.digest import leaf_digest
 from samebits.tensors.tree import flatten
 
 ENTRY = "samebits.offline.worker"
@@ -46,7 +46,7 @@ def _bits(predictor: Any, first: ModelInputs) -> list[str]:
     out = []
     for size in sorted(set(predictor.invariance.sizes)) or [1, 7, 64]:
         batch = take_rows(concat_batches([first] * -(-size // n)), 0, size)
-        out += [digest(leaf) for leaf in flatten(predictor.predict(batch)).values()]
+        out += [leaf_digest(leaf) for leaf in flatten(predictor.predict(batch)).values()]
     return out
 
 
@@ -143,7 +143,7 @@ class ShardWorker:
             self.predictor = Predictor(
                 loaded,
                 backend=job["backend"],
-                example_inputs=example_of(loaded, self.dataset),
+                example_inputs=example_of(self.dataset),
                 cache_dir=job["cache_dir"],
             )
         torch.set_num_threads(job["threads"]["run"])
