@@ -12,7 +12,6 @@ SRC = Path(__file__).resolve().parent.parent / "src" / "samebits"
 LAYERS: list[set[str]] = [
     {"__main__"},
     {"cli", "bootstrap"},
-    {"report"},  # HTML pages of saved reports (JSON in, HTML out)
     {"pytest_plugin"},  # integrations
     {"serve"},  # a capability built on others (goldens for its self-check)
     {"checker", "diagnosis", "linter", "golden", "runner", "offline"},  # capabilities
@@ -21,7 +20,7 @@ LAYERS: list[set[str]] = [
     {"models"},
     {"tensors", "fingerprint"},
     {"determinism"},
-    {"deadline", "files", "__init__"},
+    {"deadline", "files", "report", "__init__"},  # report: HTML pages of saved reports (JSON in, HTML out)
     {"errors", "_version", "_lazy"},
 ]
 LAYER_OF = {name: i for i, layer in enumerate(LAYERS) for name in layer}

@@ -64,7 +64,7 @@ def fitted_table(headers: list[str], rows: list[list[str]], numeric: set[int], w
     """A table that fits ``width`` columns by wrapping its text columns, never by cutting a
     number: each column in ``numeric`` is as wide as its widest cell (its header wraps between
     words), and the text columns share what is left (cells may hold rich markup)."""
-    options = {"box": None, "pad_edge": False, **options}
+    options = {"box": None, **options}
     pad = options.get("padding", (0, 1))
     gap = 2 * (pad[1] if isinstance(pad, tuple) and len(pad) > 1 else 1)
     cells = {i: [Text.from_markup(r[i]) for r in rows] for i in range(len(headers))}
