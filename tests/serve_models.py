@@ -47,3 +47,18 @@ def mlp_retrained():
     model = MLP()
     torch.manual_seed(0)
     return model, torch.randn(8, 32)
+
+
+class Stuck(Moody):
+    """Moody whose marked row (first feature 7.0) never returns: only a process can be ended."""
+
+    def forward(self, x):
+        if bool((x[:, 0] == 7.0).any()):
+            while True:
+                time.sleep(0.05)
+        return super().forward(x)
+
+
+def stuck():
+    torch.manual_seed(0)
+    return Stuck(), torch.randn(4, 8)

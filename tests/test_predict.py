@@ -75,27 +75,22 @@ def test_outputs_do_not_depend_on_batch_size_or_shard_size(inputs, tmp_path):
         assert torch.equal(first[3], predictor.predict_one(x[3]))
 
 
-def run_until(out: Path, inputs: Path, shards_done: int) -> None:
+def predict_cmd(out: Path, inputs: Path, *extra: str) -> list[str]:
+    """The CLI on the slow model, shards of 50, resumable."""
+    return [sys.executable, "-m", "samebits", "predict", SLOW, str(inputs), "-o", str(out)] + [
+        "--shard-size",
+        "50",
+        "--batch-size",
+        "16",
+        "--resume",
+        *extra,
+    ]
+
+
+def run_until(out: Path, inputs: Path, shards_done: int, *extra: str) -> None:
     """Start the CLI on the slow model and SIGKILL it once ``shards_done`` shards are complete."""
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "samebits",
-            "predict",
-            SLOW,
-            str(inputs),
-            "-o",
-            str(out),
-            "--shard-size",
-            "50",
-            "--batch-size",
-            "16",
-            "--resume",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=scrubbed_env(),
+        predict_cmd(out, inputs, *extra), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=scrubbed_env()
     )
     deadline = time.monotonic() + 120
     try:
@@ -242,25 +237,11 @@ def test_workers_killed_with_the_parent_and_resumed_give_the_same_bytes(inputs, 
     whole = tmp_path / "whole"
     predict(SPEC, [str(inputs)], whole, shard_size=50, batch_size=16)
     broken = tmp_path / "broken"
-    cmd = [sys.executable, "-m", "samebits", "predict", SLOW, str(inputs), "-o", str(broken)]
-    cmd += ["--shard-size", "50", "--batch-size", "16", "--workers", "2", "--resume"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=scrubbed_env())
-    deadline = time.monotonic() + 120
-    try:
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                if len(json.loads((broken / "manifest.json").read_text())["shards"]) >= 4:
-                    break
-            except (OSError, json.JSONDecodeError, KeyError):
-                pass
-            time.sleep(0.005)
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+    run_until(broken, inputs, 4, "--workers", "2")
     time.sleep(1.0)
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert "samebits.offline.worker" not in ps, "a worker outlived its parent"
-    done = run_cli(*cmd[3:])
+    done = run_cli(*predict_cmd(broken, inputs, "--workers", "2")[3:])
     assert done.returncode == 0, done.stderr
     assert shard_bytes(broken) == shard_bytes(whole) and digests(broken) == digests(whole)
     assert not list(broken.glob(".*.tmp"))

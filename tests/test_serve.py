@@ -356,6 +356,27 @@ def test_golden_self_check_decides_readiness(tmp_path):
     assert refused.returncode == 2 and "--runtime predictor" in refused.stderr
 
 
+def test_an_isolated_worker_whose_forward_never_returns_is_killed_and_restarted():
+    server = Server(f"{MODELS}:stuck", "--isolate", "--max-batch-size", "4", "--forward-timeout-s", "0.3")
+    try:
+        before = server.infer(row(0.5))
+        assert before[0] == 200
+        code, answer = server.infer(row(7.0))  # never returns in the worker
+        assert code == 503 and "--forward-timeout-s" in answer["error"]
+        status, _, raw = server.request("/v2/health/ready")
+        assert status == 503 and "restarting the model's worker" in json.loads(raw)["reason"]
+        deadline = time.monotonic() + 60
+        while server.request("/v2/health/ready")[0] != 200 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert server.request("/v2/health/ready")[0] == 200
+        after = server.infer(row(0.5))
+        assert after == before  # the new worker has the first one's plan: the same bits
+    finally:
+        assert server.stop() == 0
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert "samebits.serve.worker" not in ps, "a worker outlived the server"
+
+
 def test_a_forward_that_hangs_gets_503_and_the_server_is_not_ready_until_it_returns():
     server = Server(f"{MODELS}:moody", "--max-batch-size", "4", "--forward-timeout-s", "0.2")
     try:

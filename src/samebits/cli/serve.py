@@ -7,6 +7,7 @@ from typing import Optional
 import typer
 
 from samebits.cli import inputs as opts
+from samebits.errors import UserError
 from samebits.serve.options import ServeOptions
 
 D = ServeOptions()  # the library's defaults, declared once
@@ -46,6 +47,11 @@ def serve_command(
         metavar="FILE",
         help="Ready only if this process reproduces FILE's bits (record it with --runtime predictor[:BACKEND]).",
     ),
+    isolate: bool = typer.Option(
+        False,
+        "--isolate",
+        help="Run the model in a child process: a forward past --forward-timeout-s kills it and a new one starts.",
+    ),
 ) -> None:
     """Serve MODEL over HTTP with dynamic batching; every answer has the bits of the sample run alone.
 
@@ -69,14 +75,23 @@ def serve_command(
         max_body_mb=max_body_mb,
         name=name,
         golden=golden,
+        isolate=isolate,
     )
-    loaded, inputs, model_dtype = opts.load_target(model, input_file, input_shape, dtype, int_range, 0)
-    if model_dtype is not None:
-        from samebits.measure.prepare import prepare
+    if isolate:
+        if input_file or input_shape or dtype or int_range:
+            raise UserError(
+                "--isolate serves MODEL with its own example inputs; drop --input, --input-shape and --dtype"
+            )
+        typer.echo(f"calibrating {model} in a worker process ...", err=True)
+        app, predictor, _ = build(model, None, options)
+    else:
+        loaded, inputs, model_dtype = opts.load_target(model, input_file, input_shape, dtype, int_range, 0)
+        if model_dtype is not None:
+            from samebits.measure.prepare import prepare
 
-        loaded.model, inputs = prepare(loaded.model, inputs, "cpu", model_dtype)
-    typer.echo(f"calibrating {loaded.spec} ...", err=True)
-    app, predictor, _ = build(loaded, inputs, options)
+            loaded.model, inputs = prepare(loaded.model, inputs, "cpu", model_dtype)
+        typer.echo(f"calibrating {loaded.spec} ...", err=True)
+        app, predictor, _ = build(loaded, inputs, options)
 
     def announce(bound: int) -> None:
         sizes = ",".join(map(str, predictor.invariance.sizes)) or "none"

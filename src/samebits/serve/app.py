@@ -182,7 +182,10 @@ def create_app(
     ``--golden`` self-check failed); it still answers, so the difference can be inspected."""
     metrics = Metrics()
     batcher = Batcher.for_options(
-        predictor.predict, options, on_batch=lambda rows, seconds: metrics.batch.observe(rows)
+        predictor.predict,
+        options,
+        on_batch=lambda rows, seconds: metrics.batch.observe(rows),
+        worker=predictor if hasattr(predictor, "restart") else None,
     )
     limit = int(options.max_body_mb * 1024 * 1024)
     fingerprint = hashlib.sha256(json.dumps(predictor.fingerprint, sort_keys=True, default=str).encode()).hexdigest()
@@ -222,7 +225,11 @@ def create_app(
         return not batcher.draining and not_ready is None and batcher.stuck_since is None
 
     def readiness(body: dict[str, Any]) -> JSONResponse:
-        if batcher.stuck_since is not None:
+        if batcher.broken is not None:
+            body["reason"] = batcher.broken
+        elif batcher.restarting:
+            body["reason"] = "restarting the model's worker process after a forward hung"
+        elif batcher.stuck_since is not None:
             body["reason"] = f"a forward has been running for {time.monotonic() - batcher.stuck_since:.0f} s"
         elif not ready():
             body["reason"] = "shutting down" if batcher.draining else not_ready

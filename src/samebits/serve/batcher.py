@@ -10,6 +10,7 @@ whatever else shared its batch."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import concurrent.futures
 import dataclasses
 import time
@@ -64,10 +65,14 @@ class Batcher:
         timeout_s: float = 30.0,
         forward_timeout_s: float = 60.0,
         on_batch: Callable[[int, float], None] | None = None,
+        worker: Any = None,
     ) -> None:
         self.predict = predict
         self.forward_timeout = forward_timeout_s
         self.stuck_since: float | None = None  # a forward past forward_timeout_s is still running
+        self.worker = worker  # with kill() and restart(): a hung forward's process is replaced
+        self.restarting = False
+        self.broken: str | None = None  # the worker could not be restarted: nothing more is served
         self.max_batch_size, self.max_wait = max_batch_size, max_wait_ms / 1000.0
         self.max_queue, self.timeout = max_queue, timeout_s
         self.on_batch = on_batch or (lambda rows, seconds: None)
@@ -85,6 +90,7 @@ class Batcher:
         predict: Callable[[ModelInputs], Any],
         options: ServeOptions,
         on_batch: Callable[[int, float], None] | None = None,
+        worker: Any = None,
     ) -> Batcher:
         """A batcher with the limits of ``options`` (``samebits serve``'s flags)."""
         return cls(
@@ -95,6 +101,7 @@ class Batcher:
             timeout_s=options.timeout_s,
             forward_timeout_s=options.forward_timeout_s,
             on_batch=on_batch,
+            worker=worker,
         )
 
     async def start(self) -> None:
@@ -147,6 +154,25 @@ class Batcher:
             rows += item.rows
         return batch
 
+    async def _recover(self, running: asyncio.Future[Any]) -> None:
+        """After a forward ran past its timeout: wait for it, or kill and restart the worker."""
+        try:
+            if self.worker is None:
+                with contextlib.suppress(Exception):
+                    await running
+                return
+            self.worker.kill()
+            with contextlib.suppress(Exception):
+                await running
+            self.restarting = True
+            await asyncio.get_running_loop().run_in_executor(self._executor, self.worker.restart)
+        except Exception as exc:
+            self.broken = f"the model's worker could not be restarted: {first_line(exc)}"
+        finally:
+            self.restarting = False
+            if self.broken is None:
+                self.stuck_since = None
+
     async def _run(self) -> None:
         assert self._wake is not None and self._idle is not None
         loop = asyncio.get_running_loop()
@@ -162,6 +188,11 @@ class Batcher:
             batch = self._take()
             if not batch:
                 continue
+            if self.broken is not None:
+                for item in batch:
+                    if not item.future.done():
+                        item.future.set_exception(Stuck(self.broken))
+                continue
             started = time.monotonic()
             try:
                 joined = concat_batches([b.inputs for b in batch]) if len(batch) > 1 else batch[0].inputs
@@ -169,18 +200,16 @@ class Batcher:
                 try:
                     output = await asyncio.wait_for(asyncio.shield(running), self.forward_timeout)
                 except asyncio.TimeoutError:
-                    # Answer this batch now (503); the thread cannot be killed, so the server is
-                    # not ready until the forward returns, and its late result is dropped.
+                    # Answer this batch now (503). A thread cannot be killed: the server is not
+                    # ready until the forward returns, and its late result is dropped. A worker
+                    # process (--isolate) is killed and replaced; not ready until it is back.
                     self.stuck_since = started
                     for item in batch:
                         if not item.future.done():
                             item.future.set_exception(
                                 Stuck(f"the forward ran past {self.forward_timeout:g} s (--forward-timeout-s)")
                             )
-                    try:
-                        await running
-                    finally:
-                        self.stuck_since = None
+                    await self._recover(running)
                     continue
                 total, start = sum(b.rows for b in batch), 0
                 for item in batch:

@@ -21,3 +21,4 @@ class ServeOptions:
     max_body_mb: float = 64.0  # larger request bodies get 413
     name: str | None = None  # the model's name in the URLs (default: from MODEL)
     golden: str | None = None  # ready only if this process reproduces this golden's bits
+    isolate: bool = False  # the model in a child process, killed and restarted when a forward hangs

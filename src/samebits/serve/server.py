@@ -49,8 +49,23 @@ def served(
 
 
 def build(model_or_spec: Any, inputs: Any = None, options: ServeOptions = ServeOptions()) -> tuple[Any, Any, Any]:
-    """(app, predictor, signature) for a model: the Predictor is created and calibrated here."""
+    """(app, predictor, signature) for a model: the Predictor is created and calibrated here
+    (with ``options.isolate``, in a child process that a hung forward gets replaced)."""
     from samebits.serve.app import create_app
+
+    if options.isolate:
+        from samebits.serve.isolated import IsolatedPredictor
+
+        spec = model_or_spec if isinstance(model_or_spec, str) else getattr(model_or_spec, "spec", "")
+        if inputs is not None or not spec or spec.startswith("<"):
+            raise UserError(
+                "--isolate loads MODEL in a fresh process with its own example inputs: pass a MODEL spec, "
+                "without --input or --input-shape"
+            )
+        isolated = IsolatedPredictor(spec, options)
+        name = options.name or model_name(spec)
+        app = create_app(isolated, isolated.signature, name=name, options=options, not_ready=isolated.not_ready)
+        return app, isolated, isolated.signature
 
     name, predictor, signature = served(model_or_spec, inputs, options)
     not_ready = None
