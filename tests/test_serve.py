@@ -393,3 +393,57 @@ def test_a_forward_that_hangs_gets_503_and_the_server_is_not_ready_until_it_retu
         assert server.request("/v2/health/ready")[0] == 200 and server.infer(row(0.5))[0] == 200
     finally:
         assert server.stop() == 0
+
+
+def test_variable_length_inputs_are_padded_to_their_bucket_and_answered_with_load_free_bits():
+    pytest.importorskip("transformers", reason="the padded-input test serves a tiny BERT (extra 'real')")
+    from samebits.serve.options import ServeOptions
+    from samebits.serve.server import served
+
+    spec = f"{HERE / 'real_models.py'}:bert"
+    pads = ("--pad", "input_ids:1", "--pad", "attention_mask:1", "--pad-lengths", "8,16")
+    server = Server(spec, "--max-batch-size", "8", *pads)
+
+    def body(ids: list[int], mask_length: int | None = None) -> bytes:
+        n = len(ids) if mask_length is None else mask_length
+        inputs = [
+            {"name": "input_ids", "shape": [1, len(ids)], "datatype": "INT64", "data": ids},
+            {"name": "attention_mask", "shape": [1, n], "datatype": "INT64", "data": [1] * n},
+        ]
+        return json.dumps({"inputs": inputs}).encode()
+
+    def ask(ids: list[int]) -> tuple[int, dict]:
+        status, _, raw = server.request(
+            f"/v2/models/{server.name}/infer", body(ids), {"Content-Type": "application/json"}
+        )
+        return status, json.loads(raw)
+
+    gen = torch.Generator().manual_seed(3)
+    prompts = [torch.randint(1, 512, (n,), generator=gen).tolist() for n in (5, 8, 11, 16, 3, 9) * 3]
+    try:
+        alone = [ask(p) for p in prompts]
+        assert all(code == 200 for code, _ in alone)
+        shapes = {o["name"]: o["shape"] for o in alone[2][1]["outputs"]}
+        assert shapes == {"last_hidden_state": [1, 11, 64], "pooler_output": [1, 64]}  # cut back to 11
+        for _ in range(2):  # mixed lengths at once: batches form per bucket, the bits do not move
+            with concurrent.futures.ThreadPoolExecutor(8) as pool:
+                together = list(pool.map(ask, prompts))
+            assert together == alone
+        too_long = ask(list(range(1, 18)))
+        assert too_long[0] == 400 and "outside 1..16" in too_long[1]["error"]
+        status, _, raw = server.request(f"/v2/models/{server.name}/infer", body([1, 2, 3], 4))
+        assert status == 400 and "differ in length" in json.loads(raw)["error"]
+    finally:
+        assert server.stop() == 0
+    # and the bits are those of the sample padded to its bucket, alone, through that bucket's Predictor
+    options = ServeOptions(max_batch_size=8, pad=("input_ids:1", "attention_mask:1"), pad_lengths=(8, 16))
+    _, predictor, signature = served(spec, None, options)
+    try:
+        ids = torch.tensor([prompts[2]])
+        padded = signature.buckets.pad({"input_ids": ids, "attention_mask": torch.ones_like(ids)}, 16)
+        named = signature.named_outputs(predictor.predict(signature.arguments(padded)))
+        expected = named["last_hidden_state"][:, :11].reshape(-1).tolist()
+        got = next(o for o in alone[2][1]["outputs"] if o["name"] == "last_hidden_state")["data"]
+        assert got == expected
+    finally:
+        predictor.close()

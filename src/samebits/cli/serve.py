@@ -47,6 +47,15 @@ def serve_command(
         metavar="FILE",
         help="Ready only if this process reproduces FILE's bits (record it with --runtime predictor[:BACKEND]).",
     ),
+    pad: Optional[list[str]] = typer.Option(
+        None,
+        "--pad",
+        metavar="NAME:DIM[=VALUE]",
+        help="An input of variable length along DIM (input_ids:1), padded with VALUE (0) to a --pad-lengths bucket. Repeat for each.",
+    ),
+    pad_lengths: str = typer.Option(
+        ",".join(map(str, D.pad_lengths)), "--pad-lengths", help="The bucket lengths; each calibrated once."
+    ),
     isolate: bool = typer.Option(
         False,
         "--isolate",
@@ -76,6 +85,8 @@ def serve_command(
         name=name,
         golden=golden,
         isolate=isolate,
+        pad=tuple(pad or ()),
+        pad_lengths=opts.parse_ints(pad_lengths, "--pad-lengths") or D.pad_lengths,
     )
     if isolate:
         if input_file or input_shape or dtype or int_range:

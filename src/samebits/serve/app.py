@@ -99,7 +99,7 @@ def _rows_of(tensors: dict[str, torch.Tensor], signature: Signature) -> int:
         spec = expected[name]
         if t.dtype != spec.dtype:
             raise ProtocolError(f"input {name} must be {spec.metadata()['datatype']}")
-        if t.dim() != len(spec.row_shape) + 1 or tuple(t.shape[1:]) != spec.row_shape:
+        if t.dim() != len(spec.row_shape) + 1 or any(w not in (-1, g) for w, g in zip(spec.row_shape, t.shape[1:])):
             raise ProtocolError(f"input {name} must have shape {[-1, *spec.row_shape]}, not {list(t.shape)}")
         rows.add(t.shape[0])
     if len(rows) != 1 or 0 in rows:
@@ -142,6 +142,13 @@ async def answer(
         if offset != len(binary):
             raise ProtocolError(f"{len(binary) - offset} binary bytes follow the last binary input")
         _rows_of(tensors, signature)
+        length = None
+        if signature.buckets is not None:
+            try:
+                length = signature.buckets.length_of(tensors)
+            except ValueError as exc:
+                raise ProtocolError(str(exc)) from None
+            tensors = signature.buckets.pad(tensors, signature.buckets.bucket_of(length))
         names, binary_out = _requested(parsed, signature)
         request_id = parsed.get("id")
         if request_id is not None and not isinstance(request_id, str):
@@ -159,6 +166,9 @@ async def answer(
     except ForwardFailed as exc:
         raise HTTPError(500, f"the model's forward failed: {exc}") from None
     named = signature.named_outputs(output)
+    for out_name, dims in signature.crop.items():  # the outputs that carry the length: cut back to it
+        for dim in dims:
+            named[out_name] = named[out_name].narrow(dim, 0, length)
     entries, chunks = encode_outputs({n: named[n] for n in names}, binary_out)
     reply: dict[str, Any] = {"model_name": name, "model_version": "1", "outputs": entries}
     if request_id is not None:
@@ -186,6 +196,7 @@ def create_app(
         options,
         on_batch=lambda rows, seconds: metrics.batch.observe(rows),
         worker=predictor if hasattr(predictor, "restart") else None,
+        key=getattr(predictor, "key", None),
     )
     limit = int(options.max_body_mb * 1024 * 1024)
     fingerprint = hashlib.sha256(json.dumps(predictor.fingerprint, sort_keys=True, default=str).encode()).hexdigest()
@@ -200,6 +211,7 @@ def create_app(
                 "backend": predictor.backend,
                 "invariance": predictor.invariance.scheme,
                 "verified_batch_sizes": list(predictor.invariance.sizes),
+                **({"verified_batch_sizes_by_length": predictor.plans} if hasattr(predictor, "plans") else {}),
                 "max_batch_size": options.max_batch_size,
                 "fingerprint_sha256": fingerprint,
             }

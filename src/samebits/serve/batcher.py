@@ -66,8 +66,10 @@ class Batcher:
         forward_timeout_s: float = 60.0,
         on_batch: Callable[[int, float], None] | None = None,
         worker: Any = None,
+        key: Callable[[ModelInputs], Any] | None = None,
     ) -> None:
         self.predict = predict
+        self.key = key  # requests are batched only with the same key (a padded length)
         self.forward_timeout = forward_timeout_s
         self.stuck_since: float | None = None  # a forward past forward_timeout_s is still running
         self.worker = worker  # with kill() and restart(): a hung forward's process is replaced
@@ -91,6 +93,7 @@ class Batcher:
         options: ServeOptions,
         on_batch: Callable[[int, float], None] | None = None,
         worker: Any = None,
+        key: Callable[[ModelInputs], Any] | None = None,
     ) -> Batcher:
         """A batcher with the limits of ``options`` (``samebits serve``'s flags)."""
         return cls(
@@ -102,6 +105,7 @@ class Batcher:
             forward_timeout_s=options.forward_timeout_s,
             on_batch=on_batch,
             worker=worker,
+            key=key,
         )
 
     async def start(self) -> None:
@@ -140,9 +144,15 @@ class Batcher:
 
     def _take(self) -> list[_Item]:
         batch: list[_Item] = []
-        rows = 0
+        rows, first = 0, None
         now = time.monotonic()
-        while self.queue and (not batch or rows + self.queue[0].rows <= self.max_batch_size):
+        while self.queue and (
+            not batch
+            or (
+                rows + self.queue[0].rows <= self.max_batch_size
+                and (self.key is None or self.key(self.queue[0].inputs) == first)
+            )
+        ):
             item = self.queue.popleft()
             self.queued_rows -= item.rows
             if item.future.done():  # the client went away
@@ -150,6 +160,8 @@ class Batcher:
             if now - item.queued > self.timeout:
                 item.future.set_exception(TimedOut(f"waited {now - item.queued:.1f} s in the queue (--timeout-s)"))
                 continue
+            if not batch and self.key is not None:
+                first = self.key(item.inputs)
             batch.append(item)
             rows += item.rows
         return batch

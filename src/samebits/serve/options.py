@@ -22,3 +22,5 @@ class ServeOptions:
     name: str | None = None  # the model's name in the URLs (default: from MODEL)
     golden: str | None = None  # ready only if this process reproduces this golden's bits
     isolate: bool = False  # the model in a child process, killed and restarted when a forward hangs
+    pad: tuple[str, ...] = ()  # NAME:DIM[=VALUE]: inputs of variable length along DIM, padded to a bucket
+    pad_lengths: tuple[int, ...] = (16, 32, 64, 128)  # the buckets: each length is padded to the next one

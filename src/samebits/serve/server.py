@@ -33,6 +33,8 @@ def served(
 
     loaded = as_loaded(model_or_spec)
     example = inputs_for(loaded, inputs, hint="samebits serve needs example inputs to calibrate")
+    if options.pad:
+        return options.name or model_name(loaded.spec), *_served_padded(loaded, example, options, cache_dir)
     predictor = Predictor(
         loaded,
         backend=options.backend,
@@ -48,6 +50,62 @@ def served(
     return options.name or model_name(loaded.spec), predictor, signature
 
 
+def _served_padded(loaded: Any, example: Any, options: ServeOptions, cache_dir: str | None) -> tuple[Any, Any]:
+    """(BucketedPredictor, signature) for variable-length inputs: a Predictor per bucket length;
+    the outputs whose size follows the length are found by running two lengths."""
+    import dataclasses
+
+    from samebits.measure.guard import check_forward
+    from samebits.runtime.predictor import Predictor
+    from samebits.serve.padding import BucketedPredictor, Buckets, parse_pad
+    from samebits.serve.signature import argument_names, signature_of
+
+    buckets = Buckets([parse_pad(p) for p in options.pad], list(options.pad_lengths))
+    names = argument_names(loaded.model, len(example.args)) + list(example.kwargs)
+    buckets.check(names)
+    predictors: dict[int, Any] = {}
+    try:
+        for length in buckets.lengths:
+            predictors[length] = Predictor(
+                loaded,
+                backend=options.backend,
+                max_batch_size=options.max_batch_size,
+                example_inputs=buckets.example_at(example, names, length),
+                cache_dir=cache_dir,
+            )
+        first = predictors[buckets.lengths[0]]
+        base = signature_of(first.model, first._example, first.predict(first._example))
+        other = max(1, buckets.lengths[0] - 1) if buckets.lengths[0] > 1 else 2
+        shifted = buckets.example_at(example, names, other)
+        moved = signature_of(first.model, shifted, check_forward(first.model, shifted))
+    except Exception:
+        for p in predictors.values():
+            p.close()
+        raise
+    inputs = [
+        dataclasses.replace(
+            s,
+            row_shape=tuple(
+                -1 if s.name in buckets.pads and i + 1 == buckets.pads[s.name].dim else d
+                for i, d in enumerate(s.row_shape)
+            ),
+        )
+        for s in base.inputs
+    ]
+    crop = {
+        a.name: [i + 1 for i, (x, y) in enumerate(zip(a.row_shape, b.row_shape)) if x != y]
+        for a, b in zip(base.outputs, moved.outputs)
+    }
+    outputs = [
+        dataclasses.replace(s, row_shape=tuple(-1 if i + 1 in crop[s.name] else d for i, d in enumerate(s.row_shape)))
+        for s in base.outputs
+    ]
+    signature = dataclasses.replace(
+        base, inputs=inputs, outputs=outputs, buckets=buckets, crop={k: v for k, v in crop.items() if v}
+    )
+    return BucketedPredictor(predictors, buckets, names), signature
+
+
 def build(model_or_spec: Any, inputs: Any = None, options: ServeOptions = ServeOptions()) -> tuple[Any, Any, Any]:
     """(app, predictor, signature) for a model: the Predictor is created and calibrated here
     (with ``options.isolate``, in a child process that a hung forward gets replaced)."""
@@ -56,6 +114,8 @@ def build(model_or_spec: Any, inputs: Any = None, options: ServeOptions = ServeO
     if options.isolate:
         from samebits.serve.isolated import IsolatedPredictor
 
+        if options.pad:
+            raise UserError("--isolate does not take --pad yet; serve variable-length inputs without --isolate")
         spec = model_or_spec if isinstance(model_or_spec, str) else getattr(model_or_spec, "spec", "")
         if inputs is not None or not spec or spec.startswith("<"):
             raise UserError(

@@ -32,6 +32,8 @@ class Signature:
     positional: int  # how many of the inputs are positional arguments (the rest are keywords)
     outputs: list[TensorSpec]
     paths: dict[str, str]  # output name -> path in the output tree
+    buckets: Any = None  # serve/padding.Buckets where inputs have a variable length (-1 in row_shape)
+    crop: dict[str, list[int]] = dataclasses.field(default_factory=dict)  # output -> dims cut back to the length
 
     def arguments(self, tensors: dict[str, torch.Tensor]) -> ModelInputs:
         """The forward's arguments from a request's named tensors (already checked)."""
@@ -53,7 +55,8 @@ def output_name(path: str, index: int) -> str:
     return name
 
 
-def _argument_names(model: Any, n: int) -> list[str]:
+def argument_names(model: Any, n: int) -> list[str]:
+    """The names of the first ``n`` positional inputs of ``model``'s forward (``input_N`` past them)."""
     params = [name for name, _ in forward_parameters(model)]
     return [params[i] if i < len(params) else f"input_{i}" for i in range(n)]
 
@@ -61,7 +64,7 @@ def _argument_names(model: Any, n: int) -> list[str]:
 def signature_of(model: Any, example: ModelInputs, output: Any) -> Signature:
     """The signature of ``model`` from one example batch and its output; a model whose inputs or
     outputs are not tensors with a batch dim 0 cannot be served (one-line :class:`UserError`)."""
-    names = _argument_names(model, len(example.args)) + list(example.kwargs)
+    names = argument_names(model, len(example.args)) + list(example.kwargs)
     values = [*example.args, *example.kwargs.values()]
     inputs = []
     for name, value in zip(names, values):
