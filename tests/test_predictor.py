@@ -282,3 +282,31 @@ def test_backend_builds_keep_third_party_output_off_the_terminal(tmp_path, capfd
     out, err = capfd.readouterr()
     assert out == "" and err == ""
     assert built.log["lines"] >= 2 and any("FX graph dump" in line for line in built.log["tail"])
+
+
+def test_the_plan_takes_the_fastest_verified_split_and_only_verified_sizes():
+    from samebits.runtime.invariance import Invariance
+
+    # 128 rows cost 8x what 64 do: two forwards of 64 are cheaper than one of 128
+    slow_top = Invariance("class", [4, 8, 64, 128], {"seconds_by_size": {"4": 1.0, "8": 1.1, "64": 5.0, "128": 40.0}})
+    assert slow_top.plan(128) == [(64, 64), (64, 64)]
+    # 128 as cheap per row as 64 (within 10%): the one large forward stays
+    even = Invariance("class", [4, 8, 64, 128], {"seconds_by_size": {"4": 1.0, "8": 1.1, "64": 5.0, "128": 9.8}})
+    assert even.plan(128) == [(128, 128)] and even.plan(100) == [(100, 128)]
+    for inv in (slow_top, even):
+        for n in (1, 3, 9, 65, 127, 1000, 4099):
+            plan = inv.plan(n)
+            assert sum(rows for rows, _ in plan) == n
+            assert all(size in inv.sizes and rows <= size for rows, size in plan)
+    untimed = Invariance("class", [4, 8], {})
+    assert untimed.plan(9) == [(8, 8), (1, 4)]  # no timings: the largest size, the rest padded up
+
+
+def test_the_plan_says_what_a_lone_sample_and_a_small_tile_cost():
+    from samebits.runtime.invariance import Invariance
+
+    inv = Invariance("class", [4, 8], {"seconds_by_size": {"1": 0.5, "2": 0.6, "4": 1.0, "8": 1.6, "16": 2.0}})
+    single, tile = inv.notes()
+    assert "a single sample runs padded to 4 rows" in single and "2.0x the time of a 1-row forward" in single
+    assert "largest verified batch size 8 (tried up to 16)" in tile and "0.62x the throughput of plain batching" in tile
+    assert Invariance("class", [1, 2, 4], {"seconds_by_size": {"1": 1, "2": 1, "4": 1}}).notes() == []

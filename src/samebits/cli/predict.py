@@ -124,6 +124,8 @@ def predict_command(
             image=image,
             progress=progress,
         )
+    for note in report.notes:
+        typer.echo(f"note: {note}", err=True)
     skipped = f", {report.skipped} skipped (listed in manifest.json)" if report.skipped else ""
     typer.echo(
         f"{report.samples} samples in {report.shards} shards ({report.computed} computed now{skipped}) "

@@ -108,6 +108,8 @@ def serve_command(
         sizes = ",".join(map(str, predictor.invariance.sizes)) or "none"
         if app.state.not_ready:
             typer.echo(f"NOT READY: {app.state.not_ready}", err=True)
+        for note in getattr(predictor, "notes", []):
+            typer.echo(f"note: {note}", err=True)
         typer.echo(
             f"serving {app.state.model_name} on http://{host}:{bound} (verified batch sizes {sizes}); "
             f"POST /v2/models/{app.state.model_name}/infer",

@@ -62,6 +62,7 @@ class PredictReport:
     computed: int  # shards computed in this run (the others were complete already)
     seconds: float
     threads: dict[str, Any]  # threads per worker, and why
+    notes: list[str] = dataclasses.field(default_factory=list)  # what the Predictor's plan costs (measured)
 
 
 def shard_name(index: int) -> str:
@@ -350,7 +351,8 @@ def predict(
             _write_manifest(out, header, shards)
     samples = sum(s["samples"] for s in shards.values())
     skipped = sum(len(s.get("skipped", [])) for s in shards.values()) + len(dataset.skipped_files)
-    return PredictReport(out, samples, skipped, len(shards), len(todo), time.monotonic() - started, threads)
+    notes = list(getattr(predictor, "notes", []))
+    return PredictReport(out, samples, skipped, len(shards), len(todo), time.monotonic() - started, threads, notes)
 
 
 def shard_outputs(

@@ -152,6 +152,7 @@ class Predictor:
             else:
                 self.max_batch_size = max_batch_size or tile or DEFAULT_MAX_BATCH  # type: ignore[assignment]
             self.invariance = self._invariance(invariant, tile, calibration_budget)
+            self.notes += self.invariance.notes()
             self.validation = self._validate()
         except BaseException:
             self.close()  # a failed setup leaves no profile behind

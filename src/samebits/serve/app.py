@@ -212,6 +212,7 @@ def create_app(
                 "invariance": predictor.invariance.scheme,
                 "verified_batch_sizes": list(predictor.invariance.sizes),
                 **({"verified_batch_sizes_by_length": predictor.plans} if hasattr(predictor, "plans") else {}),
+                "notes": list(getattr(predictor, "notes", [])),  # e.g. what a lone request's padding costs
                 "max_batch_size": options.max_batch_size,
                 "fingerprint_sha256": fingerprint,
             }

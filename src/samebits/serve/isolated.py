@@ -107,6 +107,7 @@ class IsolatedPredictor:
         self.invariance = Invariance(self.ready["invariance"], self.ready["verified_batch_sizes"])
         self.fingerprint = self.ready["fingerprint"]
         self.not_ready: str | None = self.ready.get("not_ready")
+        self.notes: list[str] = list(self.ready.get("notes", []))
 
     def _start(self) -> dict[str, Any]:
         from samebits.measure.processes import die_with_parent

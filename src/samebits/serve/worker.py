@@ -65,6 +65,7 @@ def _load(job: dict):  # type: ignore[no-untyped-def]
         "verified_batch_sizes": list(predictor.invariance.sizes),
         "fingerprint": predictor.fingerprint,
         "not_ready": not_ready,
+        "notes": list(predictor.notes),
     }
     return predictor, signature, ready
 
