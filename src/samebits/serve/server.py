@@ -82,28 +82,23 @@ def _served_padded(loaded: Any, example: Any, options: ServeOptions, cache_dir: 
         for p in predictors.values():
             p.close()
         raise
-    inputs = [
-        dataclasses.replace(
-            s,
-            row_shape=tuple(
-                -1 if s.name in buckets.pads and i + 1 == buckets.pads[s.name].dim else d
-                for i, d in enumerate(s.row_shape)
-            ),
-        )
-        for s in base.inputs
-    ]
     crop = {
         a.name: [i + 1 for i, (x, y) in enumerate(zip(a.row_shape, b.row_shape)) if x != y]
         for a, b in zip(base.outputs, moved.outputs)
     }
-    outputs = [
-        dataclasses.replace(s, row_shape=tuple(-1 if i + 1 in crop[s.name] else d for i, d in enumerate(s.row_shape)))
-        for s in base.outputs
-    ]
+    inputs = [_variable(s, [buckets.pads[s.name].dim] if s.name in buckets.pads else []) for s in base.inputs]
+    outputs = [_variable(s, crop[s.name]) for s in base.outputs]
     signature = dataclasses.replace(
         base, inputs=inputs, outputs=outputs, buckets=buckets, crop={k: v for k, v in crop.items() if v}
     )
     return BucketedPredictor(predictors, buckets, names), signature
+
+
+def _variable(spec: Any, dims: list[int]) -> Any:
+    """``spec`` with ``-1`` at ``dims`` (counted with the batch dim) of its row shape."""
+    import dataclasses
+
+    return dataclasses.replace(spec, row_shape=tuple(-1 if i + 1 in dims else d for i, d in enumerate(spec.row_shape)))
 
 
 def build(model_or_spec: Any, inputs: Any = None, options: ServeOptions = ServeOptions()) -> tuple[Any, Any, Any]:
