@@ -60,6 +60,9 @@ def write_html(data: dict[str, Any], html_path: str | None) -> None:
         raise UserError(f"cannot write --html {html_path}: {exc.strerror}") from None
 
 
+SHORT_TEXT = 12  # a text column no wider than this is kept whole (axis names, verdicts)
+
+
 def fitted_table(headers: list[str], rows: list[list[str]], numeric: set[int], width: int, **options: Any) -> Table:
     """A table that fits ``width`` columns by wrapping its text columns, never by cutting a
     number: each column in ``numeric`` is as wide as its widest cell (its header wraps between
@@ -69,16 +72,19 @@ def fitted_table(headers: list[str], rows: list[list[str]], numeric: set[int], w
     gap = 2 * (pad[1] if isinstance(pad, tuple) and len(pad) > 1 else 1)
     cells = {i: [Text.from_markup(r[i]) for r in rows] for i in range(len(headers))}
     widths = {i: max([t.cell_len for t in cells[i]] + [max(map(len, headers[i].split()))]) for i in numeric}
-    text = [i for i in range(len(headers)) if i not in numeric]
-    left = width - sum(widths.values()) - gap * len(headers)
+    longest = {i: max([t.cell_len for t in cells[i]] + [len(headers[i])]) for i in range(len(headers))}
+    short = {i for i in range(len(headers)) if i not in numeric and longest[i] <= SHORT_TEXT}  # kept whole
+    text = [i for i in range(len(headers)) if i not in numeric and i not in short]
+    left = width - sum(widths.values()) - sum(longest[i] for i in short) - gap * len(headers)
     share = max(8, left // max(1, len(text)))
     columns = []
     for i, header in enumerate(headers):
         if i in numeric:
             columns.append(Column(header, justify="right", width=widths[i]))
+        elif i in short:
+            columns.append(Column(header, width=longest[i]))
         else:
-            longest = max([t.cell_len for t in cells[i]] + [len(header)])
-            columns.append(Column(header, overflow="fold", max_width=max(share, 1) if longest > share else None))
+            columns.append(Column(header, overflow="fold", max_width=share if longest[i] > share else None))
     table = Table(*columns, **options)
     for row in rows:
         table.add_row(*row)

@@ -1,0 +1,198 @@
+"""``samebits check MODEL --generate N``: where greedy generations part. For a model with a
+transformers-style ``generate`` and prompts (``input_ids`` rows, with an ``attention_mask`` that
+marks their padding), each prompt is generated alone (the reference), and again: alone
+(``repeat``), inside one batch with every other prompt, left-padded to the longest (``batch``),
+and alone with extra left padding (``padding``), as batching with longer prompts does. Per axis,
+a verdict on the generated token ids and one on the per-step scores (bits); where two
+generations part, the prompt, the step, the token position, the two tokens and the margin
+between the reference's top two scores at that step (a small margin is why a last-bit
+difference flipped the argmax)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+import torch
+
+from samebits.errors import UserError
+from samebits.models.target import as_loaded, inputs_for
+
+AXES = ("repeat", "batch", "padding")
+SCHEMA_VERSION = 1
+
+
+@dataclasses.dataclass
+class Parting:
+    """The first step where a prompt's generation differs from its reference."""
+
+    prompt: int
+    step: int  # 0 = the first generated token
+    position: int  # the token's position in the sequence (prompt length + step)
+    reference_token: int
+    other_token: int
+    margin: float  # top-1 minus top-2 score at that step in the reference run
+
+
+@dataclasses.dataclass
+class GenerationAxis:
+    axis: str
+    tokens: str  # "identical" | "diverged"
+    scores: str  # "identical" | "diverged" (bits of every step's scores)
+    prompts: int
+    parted: list[Parting]
+    first_score_difference: dict[str, Any] | None  # prompt, step, max_abs where scores first differ
+    summary: str = ""
+
+
+@dataclasses.dataclass
+class GenerationReport:
+    model: str
+    prompts: list[int]  # prompt lengths
+    max_new_tokens: int
+    axes: list[GenerationAxis]
+    fingerprint: dict[str, Any]
+    seconds: float = 0.0
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def ok(self) -> bool:
+        return all(a.tokens == "identical" and a.scores == "identical" for a in self.axes)
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.ok else 1
+
+    def headline(self) -> str:
+        parted = [a for a in self.axes if a.tokens != "identical"]
+        if parted:
+            p = parted[0].parted[0]
+            return (
+                f"Generations part across {', '.join(a.axis for a in parted)}: prompt {p.prompt} at step {p.step} "
+                f"(token {p.reference_token} vs {p.other_token}, reference margin {p.margin:.3g})"
+            )
+        scored = [a.axis for a in self.axes if a.scores != "identical"]
+        if scored:
+            return f"Same tokens on every axis; the scores' bits change across {', '.join(scored)}"
+        return "Same tokens and the same score bits on every axis"
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data.update(kind="check-generate", ok=self.ok, exit_code=self.exit_code, headline=self.headline())
+        return data
+
+
+def _prompts(example: Any) -> list[torch.Tensor]:
+    """The prompts of the example: its ``input_ids`` rows without the padding its mask marks."""
+    kwargs = dict(example.kwargs)
+    ids = kwargs.get("input_ids", example.args[0] if example.args else None)
+    if not isinstance(ids, torch.Tensor) or ids.dim() != 2:
+        raise UserError("--generate needs inputs with input_ids [prompts, length] (and an attention_mask)")
+    mask = kwargs.get("attention_mask")
+    mask = torch.ones_like(ids) if mask is None else mask
+    prompts = [ids[i][mask[i].bool()] for i in range(ids.shape[0])]
+    if any(len(p) == 0 for p in prompts):
+        raise UserError("--generate: a prompt is empty (its attention_mask is all zeros)")
+    return prompts
+
+
+class _Generator:
+    def __init__(self, model: Any, max_new_tokens: int) -> None:
+        if not callable(getattr(model, "generate", None)):
+            raise UserError("--generate needs a model with a transformers-style generate()")
+        self.model, self.n = model, max_new_tokens
+        config = getattr(model, "config", None)
+        pad = getattr(config, "pad_token_id", None)
+        eos = getattr(config, "eos_token_id", None)
+        self.pad = pad if pad is not None else (eos if isinstance(eos, int) else 0)
+
+    def __call__(self, prompts: list[torch.Tensor], extra: int = 0) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Greedy generation of ``prompts`` in one batch, left-padded to the longest plus ``extra``:
+        per prompt (tokens [n], scores [n, vocab])."""
+        width = max(len(p) for p in prompts) + extra
+        ids = torch.full((len(prompts), width), self.pad, dtype=prompts[0].dtype)
+        mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for i, p in enumerate(prompts):
+            ids[i, width - len(p) :] = p
+            mask[i, width - len(p) :] = 1
+        with torch.inference_mode():
+            out = self.model.generate(
+                input_ids=ids,
+                attention_mask=mask,
+                max_new_tokens=self.n,
+                min_new_tokens=self.n,
+                do_sample=False,
+                output_scores=True,
+                return_dict_in_generate=True,
+                pad_token_id=self.pad,
+            )
+        tokens = out.sequences[:, width:]
+        scores = torch.stack(list(out.scores), dim=1).float()
+        return [(tokens[i].clone(), scores[i].clone()) for i in range(len(prompts))]
+
+
+def _compare(axis: str, prompts: list[torch.Tensor], ref: list, other: list) -> GenerationAxis:
+    parted, first_score = [], None
+    for i, ((t0, s0), (t1, s1)) in enumerate(zip(ref, other)):
+        if first_score is None and not torch.equal(s0, s1):
+            step = next(k for k in range(len(s0)) if not torch.equal(s0[k], s1[k]))
+            diff = (s0[step] - s1[step]).abs()
+            finite = diff[torch.isfinite(diff)]  # masked tokens are -inf in both
+            first_score = {
+                "prompt": i,
+                "step": step,
+                "max_abs": float(finite.max()) if finite.numel() else float("inf"),
+            }
+        if not torch.equal(t0, t1):
+            step = next(k for k in range(len(t0)) if t0[k] != t1[k])
+            top = torch.topk(s0[step], 2).values
+            parted.append(
+                Parting(i, step, len(prompts[i]) + step, int(t0[step]), int(t1[step]), float(top[0] - top[1]))
+            )
+    tokens = "diverged" if parted else "identical"
+    scores = "diverged" if first_score else "identical"
+    summary = f"{len(prompts) - len(parted)}/{len(prompts)} prompts generate the same tokens" + (
+        f"; the scores' bits differ from step {first_score['step']} of prompt {first_score['prompt']}"
+        if first_score
+        else ""
+    )
+    return GenerationAxis(axis, tokens, scores, len(prompts), parted, first_score, summary)
+
+
+def check_generation(
+    model_or_spec: Any,
+    inputs: Any = None,
+    *,
+    max_new_tokens: int = 8,
+    axes: tuple[str, ...] = AXES,
+    padding: int = 3,
+) -> GenerationReport:
+    """Generate each prompt alone, then across ``axes`` (repeat, batch, padding by ``padding``
+    extra tokens), greedily for ``max_new_tokens`` steps, and say where generations part."""
+    from samebits.fingerprint import Fingerprint
+
+    started = time.monotonic()
+    if max_new_tokens < 1:
+        raise UserError("--generate N needs N >= 1 new tokens")
+    unknown = [a for a in axes if a not in AXES]
+    if unknown:
+        raise UserError(f"unknown generation axis {unknown[0]!r}; choose from {', '.join(AXES)}")
+    loaded = as_loaded(model_or_spec)
+    prompts = _prompts(inputs_for(loaded, inputs))
+    generate = _Generator(loaded.model.eval(), max_new_tokens)
+    reference = [generate([p])[0] for p in prompts]  # as the model is, like check's forward axes
+    runs = {
+        "repeat": lambda: [generate([p])[0] for p in prompts],
+        "batch": lambda: generate(prompts),
+        "padding": lambda: [generate([p], extra=padding)[0] for p in prompts],
+    }
+    results = [_compare(axis, prompts, reference, runs[axis]()) for axis in axes]
+    return GenerationReport(
+        loaded.spec,
+        [len(p) for p in prompts],
+        max_new_tokens,
+        results,
+        Fingerprint.capture().to_dict(),
+        time.monotonic() - started,
+    )

@@ -1,0 +1,75 @@
+"""`samebits check --generate`: where greedy generations part (prompt, step, tokens, margin),
+checked against generations computed here with `model.generate` directly; a model built to part
+(twin token embeddings) parts under batching, a plain one does not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+pytest.importorskip("transformers", reason="the generation tests build tiny GPT-2 models from configs (extra 'real')")
+
+import real_models  # noqa: E402
+from samebits.checker.generation import check_generation  # noqa: E402
+from samebits.errors import UserError  # noqa: E402
+
+from conftest import run_cli  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+N = 16
+
+
+def greedy(model, ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    out = model.generate(
+        input_ids=ids,
+        attention_mask=mask,
+        max_new_tokens=N,
+        min_new_tokens=N,
+        do_sample=False,
+        output_scores=True,
+        return_dict_in_generate=True,
+        pad_token_id=0,
+    )
+    return out.sequences[:, ids.shape[1] :], torch.stack(out.scores, 1)
+
+
+def test_a_model_built_to_part_parts_under_batching_where_and_why_it_says():
+    report = check_generation(f"{HERE / 'real_models.py'}:gpt2_twins", max_new_tokens=N)
+    axes = {a.axis: a for a in report.axes}
+    assert axes["repeat"].tokens == "identical" and axes["repeat"].scores == "identical"
+    assert axes["batch"].tokens == "diverged" and report.exit_code == 1
+    part = axes["batch"].parted[0]
+    # recompute here: the prompt alone and inside the left-padded batch of all four
+    model, inputs = real_models.gpt2_twins()
+    ids, mask = inputs["input_ids"], inputs["attention_mask"]
+    prompt = ids[part.prompt][mask[part.prompt].bool()][None]
+    with torch.inference_mode():
+        alone, scores = greedy(model, prompt, torch.ones_like(prompt))
+        batched, _ = greedy(model, ids, mask)
+    step = next(k for k in range(N) if alone[0, k] != batched[part.prompt, k])
+    assert part.step == step and part.position == prompt.shape[1] + step
+    assert (part.reference_token, part.other_token) == (int(alone[0, step]), int(batched[part.prompt, step]))
+    top = torch.topk(scores[0, step].float(), 2).values
+    assert part.margin == pytest.approx(float(top[0] - top[1])) and part.margin < 1e-4  # a hair: the twins
+
+
+def test_a_plain_model_keeps_its_tokens_and_says_where_the_score_bits_move():
+    report = check_generation(f"{HERE / 'real_models.py'}:gpt2_prompts", max_new_tokens=8)
+    assert [a.tokens for a in report.axes] == ["identical"] * 3
+    assert report.axes[0].scores == "identical"  # repeat
+    for a in report.axes:
+        if a.scores == "diverged":
+            assert a.first_score_difference["max_abs"] > 0 and "scores' bits differ" in a.summary
+    with pytest.raises(UserError, match="transformers-style generate"):
+        check_generation("demo:mlp", torch.ones(2, 256).long())
+
+
+def test_the_cli_reports_the_parting_and_exits_1():
+    result = run_cli("check", f"{HERE / 'real_models.py'}:gpt2_twins", "--generate", str(N), "--axes", "batch")
+    assert result.returncode == 1, result.stderr
+    text = " ".join(result.stdout.split())
+    assert "Generations part across batch" in text and "margin" in text
+    bad = run_cli("check", "demo:mlp", "--generate", "4")
+    assert bad.returncode == 2 and "generate" in bad.stderr and "Traceback" not in bad.stderr
