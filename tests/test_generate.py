@@ -21,16 +21,18 @@ HERE = Path(__file__).resolve().parent
 N = 16
 
 
-def greedy(model, ids: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def greedy(model, ids: torch.Tensor, mask: torch.Tensor, n: int = N, use_cache: bool = True):
+    """(new tokens, scores) of ``model.generate`` itself: greedy, ``n`` forced steps."""
     out = model.generate(
         input_ids=ids,
         attention_mask=mask,
-        max_new_tokens=N,
-        min_new_tokens=N,
+        max_new_tokens=n,
+        min_new_tokens=n,
         do_sample=False,
         output_scores=True,
         return_dict_in_generate=True,
         pad_token_id=0,
+        use_cache=use_cache,
     )
     return out.sequences[:, ids.shape[1] :], torch.stack(out.scores, 1)
 
@@ -57,8 +59,23 @@ def test_a_model_built_to_part_parts_under_batching_where_and_why_it_says():
 
 def test_a_plain_model_keeps_its_tokens_and_says_where_the_score_bits_move():
     report = check_generation(f"{HERE / 'real_models.py'}:gpt2_prompts", max_new_tokens=8)
-    assert [a.tokens for a in report.axes] == ["identical"] * 3
-    assert report.axes[0].scores == "identical"  # repeat
+    axes = {a.axis: a for a in report.axes}
+    assert list(axes) == ["repeat", "batch", "padding", "cache", "attention"]
+    assert [a.tokens for a in report.axes] == ["identical"] * 5
+    assert axes["repeat"].scores == "identical"
+    # the cache and attention verdicts against generate run here: each prompt alone, without the
+    # cache, and with eager attention (the model's default is sdpa)
+    model, inputs = real_models.gpt2_prompts()
+    ids, mask = inputs["input_ids"], inputs["attention_mask"]
+    prompts = [ids[i][mask[i].bool()][None] for i in range(ids.shape[0])]
+    with torch.inference_mode():
+        cached = [greedy(model, p, torch.ones_like(p), 8)[1] for p in prompts]
+        recomputed = [greedy(model, p, torch.ones_like(p), 8, use_cache=False)[1] for p in prompts]
+        model.set_attn_implementation("eager")
+        eager = [greedy(model, p, torch.ones_like(p), 8)[1] for p in prompts]
+    same = lambda a, b: all(torch.equal(x.float(), y.float()) for x, y in zip(a, b))  # noqa: E731
+    assert axes["cache"].scores == ("identical" if same(cached, recomputed) else "diverged")
+    assert axes["attention"].scores == ("identical" if same(cached, eager) else "diverged")
     for a in report.axes:
         if a.scores == "diverged":
             assert a.first_score_difference["max_abs"] > 0 and "scores' bits differ" in a.summary

@@ -2,7 +2,9 @@
 transformers-style ``generate`` and prompts (``input_ids`` rows, with an ``attention_mask`` that
 marks their padding), each prompt is generated alone (the reference), and again: alone
 (``repeat``), inside one batch with every other prompt, left-padded to the longest (``batch``),
-and alone with extra left padding (``padding``), as batching with longer prompts does. Per axis,
+alone with extra left padding (``padding``), as batching with longer prompts does, alone without
+the KV cache (``cache``: every step recomputes the whole sequence), and alone with the other
+attention implementation (``attention``: eager vs sdpa, where the model has both). Per axis,
 a verdict on the generated token ids and one on the per-step scores (bits); where two
 generations part, the prompt, the step, the token position, the two tokens and the margin
 between the reference's top two scores at that step (a small margin is why a last-bit
@@ -19,7 +21,7 @@ import torch
 from samebits.errors import UserError
 from samebits.models.target import as_loaded, inputs_for
 
-AXES = ("repeat", "batch", "padding")
+AXES = ("repeat", "batch", "padding", "cache", "attention")
 SCHEMA_VERSION = 1
 
 
@@ -58,21 +60,21 @@ class GenerationReport:
 
     @property
     def ok(self) -> bool:
-        return all(a.tokens == "identical" and a.scores == "identical" for a in self.axes)
+        return all(a.tokens in ("identical", "skipped") and a.scores in ("identical", "skipped") for a in self.axes)
 
     @property
     def exit_code(self) -> int:
         return 0 if self.ok else 1
 
     def headline(self) -> str:
-        parted = [a for a in self.axes if a.tokens != "identical"]
+        parted = [a for a in self.axes if a.tokens == "diverged"]
         if parted:
             p = parted[0].parted[0]
             return (
                 f"Generations part across {', '.join(a.axis for a in parted)}: prompt {p.prompt} at step {p.step} "
                 f"(token {p.reference_token} vs {p.other_token}, reference margin {p.margin:.3g})"
             )
-        scored = [a.axis for a in self.axes if a.scores != "identical"]
+        scored = [a.axis for a in self.axes if a.scores == "diverged"]
         if scored:
             return f"Same tokens on every axis; the scores' bits change across {', '.join(scored)}"
         return "Same tokens and the same score bits on every axis"
@@ -107,7 +109,9 @@ class _Generator:
         eos = getattr(config, "eos_token_id", None)
         self.pad = pad if pad is not None else (eos if isinstance(eos, int) else 0)
 
-    def __call__(self, prompts: list[torch.Tensor], extra: int = 0) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    def __call__(
+        self, prompts: list[torch.Tensor], extra: int = 0, use_cache: bool = True
+    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Greedy generation of ``prompts`` in one batch, left-padded to the longest plus ``extra``:
         per prompt (tokens [n], scores [n, vocab])."""
         width = max(len(p) for p in prompts) + extra
@@ -126,10 +130,32 @@ class _Generator:
                 output_scores=True,
                 return_dict_in_generate=True,
                 pad_token_id=self.pad,
+                use_cache=use_cache,
             )
         tokens = out.sequences[:, width:]
         scores = torch.stack(list(out.scores), dim=1).float()
         return [(tokens[i].clone(), scores[i].clone()) for i in range(len(prompts))]
+
+
+class _Skip(Exception):
+    pass
+
+
+def _with_other_attention(model: Any, run: Any) -> Any:
+    """``run()`` with the model on the other attention implementation (eager <-> sdpa), put back after."""
+    config = getattr(model, "config", None)
+    current = getattr(config, "_attn_implementation", None)
+    if current not in ("eager", "sdpa") or not callable(getattr(model, "set_attn_implementation", None)):
+        raise _Skip(f"the model's attention implementation ({current}) has no eager/sdpa alternative here")
+    other = "eager" if current == "sdpa" else "sdpa"
+    try:
+        model.set_attn_implementation(other)
+    except Exception as exc:
+        raise _Skip(f"the model cannot switch to {other} attention ({type(exc).__name__})") from None
+    try:
+        return run()
+    finally:
+        model.set_attn_implementation(current)
 
 
 def _compare(axis: str, prompts: list[torch.Tensor], ref: list, other: list) -> GenerationAxis:
@@ -186,8 +212,15 @@ def check_generation(
         "repeat": lambda: [generate([p])[0] for p in prompts],
         "batch": lambda: generate(prompts),
         "padding": lambda: [generate([p], extra=padding)[0] for p in prompts],
+        "cache": lambda: [generate([p], use_cache=False)[0] for p in prompts],
+        "attention": lambda: _with_other_attention(generate.model, lambda: [generate([p])[0] for p in prompts]),
     }
-    results = [_compare(axis, prompts, reference, runs[axis]()) for axis in axes]
+    results = []
+    for axis in axes:
+        try:
+            results.append(_compare(axis, prompts, reference, runs[axis]()))
+        except _Skip as exc:
+            results.append(GenerationAxis(axis, "skipped", "skipped", len(prompts), [], None, str(exc)))
     return GenerationReport(
         loaded.spec,
         [len(p) for p in prompts],
