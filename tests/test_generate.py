@@ -4,6 +4,7 @@ checked against generations computed here with `model.generate` directly; a mode
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -83,9 +84,28 @@ def test_a_plain_model_keeps_its_tokens_and_says_where_the_score_bits_move():
         check_generation("demo:mlp", torch.ones(2, 256).long())
 
 
-def test_the_cli_reports_the_parting_and_exits_1():
-    result = run_cli("check", f"{HERE / 'real_models.py'}:gpt2_twins", "--generate", str(N), "--axes", "batch")
+def test_the_cli_reports_the_parting_and_exits_1(tmp_path):
+    pytest.importorskip("matplotlib", reason="the --html page needs the 'report' extra")
+    page = tmp_path / "gen.html"
+    result = run_cli(
+        "check",
+        f"{HERE / 'real_models.py'}:gpt2_twins",
+        "--generate",
+        str(N),
+        "--axes",
+        "batch",
+        "--html",
+        str(page),
+        "--json",
+        str(tmp_path / "gen.json"),
+    )
     assert result.returncode == 1, result.stderr
+    html = page.read_text()
+    part = json.loads((tmp_path / "gen.json").read_text())["axes"][0]["parted"][0]
+    row = "".join(
+        f'<td class="num">{part[k]}</td>' for k in ("prompt", "step", "position", "reference_token", "other_token")
+    )
+    assert "Where generations part" in html and row in html and "<script" not in html
     text = " ".join(result.stdout.split())
     assert "Generations part across batch" in text and "margin" in text
     bad = run_cli("check", "demo:mlp", "--generate", "4")

@@ -91,8 +91,9 @@ def check_command(
 
     console = consoles(json_path)
     if generate is not None:
-        if html_path or out_dir or from_dir:
-            raise UserError("--generate does not take --html, --out or --from yet")
+        if out_dir or from_dir:
+            raise UserError("--generate does not take --out or --from yet")
+        check_html_path(html_path)
         typed_axes = getattr(ctx.get_parameter_source("axes"), "name", "DEFAULT") != "DEFAULT"
         _check_generation(
             console,
@@ -105,6 +106,7 @@ def check_command(
             generate,
             axes if typed_axes else None,
             json_path,
+            html_path,
         )
         return
     check_html_path(html_path)
@@ -166,7 +168,7 @@ def check_command(
     raise typer.Exit(report.exit_code)
 
 
-def _check_generation(console, model, input_file, input_shape, dtype, int_range, seed, n, axes, json_path):  # type: ignore[no-untyped-def]
+def _check_generation(console, model, input_file, input_shape, dtype, int_range, seed, n, axes, json_path, html_path):  # type: ignore[no-untyped-def]
     from samebits.checker.generation import AXES, check_generation
 
     loaded, inputs, _ = opts.load_target(model, input_file, input_shape, dtype, int_range, seed)
@@ -174,6 +176,7 @@ def _check_generation(console, model, input_file, input_shape, dtype, int_range,
     with Console(stderr=True).status("generating", spinner="dots"):
         report = check_generation(loaded, inputs, max_new_tokens=n, axes=chosen)
     write_json(report.to_dict(), json_path)
+    write_html(report.to_dict(), html_path)
     console.print(f"[bold]{escape(report.headline())}[/bold]")
     console.print(
         f"MODEL {escape(report.model)}, {len(report.prompts)} prompts of {report.prompts} tokens, {n} new tokens, {report.seconds:.1f} s\n"

@@ -10,7 +10,7 @@ from typing import Any
 
 from samebits.errors import UserError
 
-KINDS = ("check", "verify", "doctor", "bench")
+KINDS = ("check", "check-generate", "verify", "doctor", "bench")
 
 _STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:980px;color:#222;padding:0 1em}
@@ -99,6 +99,25 @@ def _check(d: dict[str, Any]) -> str:
         parts.append(f"<p class='muted'>{_e(d['localization'])}</p>")
     parts.append(_fingerprint(d.get("fingerprint")))
     return "".join(parts)
+
+
+def _check_generate(d: dict[str, Any]) -> str:
+    parts = [_verdict(bool(d.get("ok")), d.get("headline", ""))]
+    parts.append(
+        f'<p class="muted">MODEL {_e(d.get("model"))}, prompts of {_e(d.get("prompts"))} tokens, '
+        f"{_e(d.get('max_new_tokens'))} new tokens, {d.get('seconds', 0):.1f} s</p>"
+    )
+    rows = [[a["axis"], a["tokens"], a["scores"], a.get("summary", "")] for a in d["axes"]]
+    parts += ["<h2>Axes</h2>", _table(["axis", "tokens", "score bits", "what was measured"], rows)]
+    partings = [
+        [a["axis"], p["prompt"], p["step"], p["position"], p["reference_token"], p["other_token"], _num(p["margin"])]
+        for a in d["axes"]
+        for p in a.get("parted", [])
+    ]
+    if partings:
+        head = ["axis", "prompt", "step", "position", "token alone", "token here", "reference margin"]
+        parts += ["<h2>Where generations part</h2>", _table(head, partings, {1, 2, 3, 4, 5, 6})]
+    return "".join(parts) + _fingerprint(d.get("fingerprint"))
 
 
 def _verify(d: dict[str, Any]) -> str:
@@ -203,7 +222,14 @@ def render(data: dict[str, Any]) -> str:
     kind = data.get("kind") if isinstance(data, dict) else None
     if kind not in KINDS:
         raise UserError(f"not a samebits report samebits can render (kind {kind!r}; one of {', '.join(KINDS)})")
-    body = {"check": _check, "verify": _verify, "doctor": _doctor, "bench": _bench}[kind](data)
+    renderers = {
+        "check": _check,
+        "check-generate": _check_generate,
+        "verify": _verify,
+        "doctor": _doctor,
+        "bench": _bench,
+    }
+    body = renderers[kind](data)
     title = f"samebits {kind}: {data.get('model', '')}"
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"

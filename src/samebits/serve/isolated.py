@@ -112,6 +112,8 @@ class IsolatedPredictor:
     def _start(self) -> dict[str, Any]:
         from samebits.measure.processes import die_with_parent
 
+        if getattr(self, "_stderr", None) is not None:
+            self._stderr.close()  # the previous worker's
         self._stderr = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", ENTRY],
