@@ -42,10 +42,7 @@ def _write_text(path: Path, text: str) -> None:
 
 
 def _save_inputs(folder: Path, inputs: ModelInputs) -> str:
-    values = {
-        **{f"args.{i}": a for i, a in enumerate(inputs.args)},
-        **{f"kwargs.{k}": v for k, v in inputs.kwargs.items()},
-    }
+    values = inputs.named()
     if values and all(type(v) is torch.Tensor for v in values.values()):
         from safetensors.torch import save_file
 
@@ -62,9 +59,7 @@ def _load_inputs(path: Path) -> ModelInputs:
         if path.suffix == ".safetensors":
             from safetensors.torch import load_file
 
-            tensors = load_file(str(path))
-            args = [tensors[k] for k in sorted((k for k in tensors if k.startswith("args.")), key=lambda k: int(k[5:]))]
-            return ModelInputs(tuple(args), {k[7:]: v for k, v in tensors.items() if k.startswith("kwargs.")})
+            return ModelInputs.from_named(load_file(str(path)))
         data = torch.load(path, map_location="cpu", weights_only=True)
         return ModelInputs(tuple(data["args"]), dict(data["kwargs"]))
     except Exception as exc:

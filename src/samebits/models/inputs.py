@@ -42,6 +42,21 @@ class ModelInputs:
         """The inputs as one nested object, for flattening and digests."""
         return {"args": list(self.args), "kwargs": self.kwargs}
 
+    def named(self) -> dict[str, Any]:
+        """The arguments by flat name (``args.N``, ``kwargs.NAME``), as a safetensors file holds them."""
+        return {
+            **{f"args.{i}": a for i, a in enumerate(self.args)},
+            **{f"kwargs.{k}": v for k, v in self.kwargs.items()},
+        }
+
+    @classmethod
+    def from_named(cls, values: dict[str, Any]) -> ModelInputs:
+        """The inverse of :meth:`named`."""
+        positional = sorted((k for k in values if k.startswith("args.")), key=lambda k: int(k[5:]))
+        return cls(
+            tuple(values[k] for k in positional), {k[7:]: v for k, v in values.items() if k.startswith("kwargs.")}
+        )
+
 
 DTYPES = {
     name: getattr(torch, name)

@@ -102,7 +102,8 @@ def _null_rows(array: Any) -> np.ndarray:
     return mask
 
 
-def _as_tensor(values: np.ndarray) -> torch.Tensor:
+def as_tensor(values: np.ndarray) -> torch.Tensor:
+    """A column's values as a tensor: floats float32, integers int64, booleans as they are."""
     if values.dtype.kind == "f":
         values = values.astype(np.float32, copy=False)
     elif values.dtype.kind in "iu":
@@ -171,7 +172,7 @@ class ParquetSource(Source):
                 values = np.stack([values[r] for r in good])
             elif len(good) < b - a:
                 values = values[good]
-            tensors.append(_as_tensor(values))
+            tensors.append(as_tensor(values))
         args = tuple(tensors[: self._positional])
         kwargs = {
             name.removeprefix("input "): t for (name, _), t in list(zip(self.inputs, tensors))[self._positional :]

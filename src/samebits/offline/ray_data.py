@@ -23,19 +23,12 @@ from samebits.errors import UserError
 
 def _inputs(batch: dict[str, Any], columns: dict[str, Any]) -> Any:
     """The forward's arguments from a batch of columns (``{"positional": [...], "keywords": {...}}``)."""
-    import torch
-
     from samebits.models.inputs import ModelInputs
+    from samebits.offline.parquet import as_tensor
 
     def tensor(name: str) -> Any:
         values = batch[name]
-        if values.dtype == object:  # a column of arrays
-            values = np.stack(list(values))
-        if values.dtype.kind == "f":
-            values = values.astype(np.float32, copy=False)
-        elif values.dtype.kind in "iu":
-            values = values.astype(np.int64, copy=False)
-        return torch.from_numpy(np.ascontiguousarray(values))
+        return as_tensor(np.stack(list(values)) if values.dtype == object else values)  # object: a column of arrays
 
     return ModelInputs(
         tuple(tensor(c) for c in columns["positional"]), {p: tensor(c) for p, c in columns["keywords"].items()}

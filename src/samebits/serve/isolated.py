@@ -50,17 +50,13 @@ def receive(stream: IO[bytes]) -> bytes:
 def pack_inputs(inputs: ModelInputs) -> bytes:
     from safetensors.torch import save
 
-    tensors = {f"args.{i}": a for i, a in enumerate(inputs.args)}
-    tensors.update({f"kwargs.{k}": v for k, v in inputs.kwargs.items()})
-    return save({k: v.contiguous() for k, v in tensors.items()})
+    return save({k: v.contiguous() for k, v in inputs.named().items()})
 
 
 def unpack_inputs(data: bytes) -> ModelInputs:
     from safetensors.torch import load
 
-    tensors = load(data)
-    args = [tensors[k] for k in sorted((k for k in tensors if k.startswith("args.")), key=lambda k: int(k[5:]))]
-    return ModelInputs(tuple(args), {k[7:]: v for k, v in tensors.items() if k.startswith("kwargs.")})
+    return ModelInputs.from_named(load(data))
 
 
 def describe_signature(signature: Signature) -> dict[str, Any]:
