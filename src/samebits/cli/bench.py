@@ -22,7 +22,11 @@ def bench_command(
     dtype: Optional[list[str]] = opts.DtypeOpt,
     int_range: Optional[str] = opts.IntRangeOpt,
     batch_sizes: str = typer.Option(",".join(map(str, D.batch_sizes)), "--batch-sizes", help="Batch sizes to measure."),
-    backends: str = typer.Option(",".join(D.backends), "--backends", help="Predictor backends, comma-separated."),
+    backends: str = typer.Option(
+        ",".join(D.backends),
+        "--backends",
+        help="Predictor backends, comma-separated; auto: the fastest per batch size among those with eager's bits, measured here.",
+    ),
     rounds: int = typer.Option(
         D.rounds, "--rounds", help="Interleaved rounds per batch size (fewer when --budget runs out)."
     ),
@@ -106,6 +110,8 @@ def render(console: Console, report: Any) -> None:
         console.print(
             f"cost of invariance ({backend}, batch {largest}): {cost:.2f}x the throughput of the variant predictor"
         )
+    for name, plan in report.plans.items():
+        console.print(f"{escape(name)}: {escape(plan)}")
     for line in report.skipped:
         console.print(f"skipped {escape(line)}")
 

@@ -63,7 +63,11 @@ def predict_command(
         ..., "-o", "--output", metavar="OUT_DIR", help="Folder for the shards and manifest.json."
     ),
     batch_size: int = typer.Option(64, "--batch-size", help="Samples per call to the Predictor."),
-    backend: str = typer.Option("eager", "--backend", help="Predictor backend (eager, onnxruntime, ...)."),
+    backend: str = typer.Option(
+        "eager",
+        "--backend",
+        help="Predictor backend (eager, torchscript, export, onnxruntime, ...; auto: the fastest measured here among those with eager's bits).",
+    ),
     shard_size: int = typer.Option(1000, "--shard-size", help="Samples per output shard."),
     resume: bool = typer.Option(False, "--resume", help="Continue a run in OUT_DIR: complete shards are kept."),
     workers: int = typer.Option(1, "--workers", help="Worker processes, or Ray actors (MODEL must be a spec)."),

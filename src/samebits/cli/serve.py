@@ -21,7 +21,11 @@ def serve_command(
     int_range: Optional[str] = opts.IntRangeOpt,
     host: str = typer.Option(D.host, "--host", help="Address to listen on (loopback by default)."),
     port: int = typer.Option(D.port, "--port", min=0, max=65535, help="Port to listen on (0: any free port)."),
-    backend: str = typer.Option(D.backend, "--backend", help="Predictor backend (eager, onnxruntime, ...)."),
+    backend: str = typer.Option(
+        D.backend,
+        "--backend",
+        help="Predictor backend (eager, torchscript, export, onnxruntime, ...; auto: the fastest measured here among those with eager's bits).",
+    ),
     max_batch_size: int = typer.Option(D.max_batch_size, "--max-batch-size", min=1, help="Rows per forward at most."),
     max_wait_ms: float = typer.Option(
         D.max_wait_ms,

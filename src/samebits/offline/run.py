@@ -121,6 +121,7 @@ def plan_of(predictor: Any) -> dict[str, Any]:
         "backend": predictor.backend,
         "invariance": predictor.invariance.scheme,
         "verified_batch_sizes": list(predictor.invariance.sizes),
+        **({"backend_by_size": predictor.plan["backend_by_size"]} if predictor.backend == "auto" else {}),
     }
 
 

@@ -39,6 +39,11 @@ def needs_spec(loaded: Any) -> None:
         )
 
 
+# backends whose forwards run torch's own kernels on torch's intra-op threads: for these the
+# thread count's effect on the bits is measured; others size their own pools when built
+TORCH_THREADED = {"eager", "torchscript", "export"}
+
+
 def _bits(predictor: Any, first: ModelInputs) -> list[str]:
     """Digests of the predictor's outputs at every batch size it runs (each verified size; the
     first samples repeated to fill it): a thread count can change the bits at some sizes only."""
@@ -67,7 +72,7 @@ def thread_plan(
         predictor = build()
     if cores == 1:
         return _plan(1, 1, True, "this machine has one core"), predictor
-    if predictor.backend == "eager":
+    if set(predictor.backends_in_use()) <= TORCH_THREADED:
         if not _threads_change_bits(predictor, example, cores):
             why = (
                 f"measured: 1 and {cores} threads give this model the same bits; the {cores} cores shared by {workers}"
@@ -79,7 +84,7 @@ def thread_plan(
         )
     else:
         why = (
-            f"the {predictor.backend} backend sizes its thread pool when it is built, so the thread count was not "
+            f"the {'/'.join(predictor.backends_in_use())} backend sizes its thread pool when it is built, so the thread count was not "
             "measured: 1 thread per worker whatever --workers (--threads-per-worker chooses another)"
         )
     predictor.close()

@@ -214,6 +214,8 @@ def _bench(d: dict[str, Any]) -> str:
         parts += ["<h2>Configurations</h2>", _table(head, table, {1, 2, 3, 4, 5})]
     for name, sizes in (d.get("invariance") or {}).items():
         parts.append(f"<p>{_e(name)} runs only the batch sizes it verified: {_e(', '.join(map(str, sizes)))}</p>")
+    for name, plan in (d.get("plans") or {}).items():
+        parts.append(f"<p>{_e(name)}: {_e(plan)}</p>")
     return "".join(parts)
 
 

@@ -117,8 +117,15 @@ def build(
         raise UserError(f"unknown backend '{name}'; choose from {', '.join(BACKENDS)}")
     if example.kwargs and name == "torchscript":
         raise BackendUnavailable(f"the {name} backend takes positional inputs only; this model's inputs have keywords")
+    from samebits.determinism import precision
+
+    before = precision.read_state()
     with quiet() as captured, deadline.paused():  # building is not a forward: no hang watchdog meanwhile
-        built = _build(name, model, example, folder, key, threads, spinning, dynamic_batch)
+        try:
+            built = _build(name, model, example, folder, key, threads, spinning, dynamic_batch)
+        finally:  # torch.export saves and puts back cuDNN's TF32 switch through the legacy API,
+            if precision.read_state() != before:  # which resets cudnn.conv/rnn.fp32_precision
+                precision.restore(before)
     built.log = captured.summary()
     return built
 

@@ -48,6 +48,7 @@ class BenchReport:
     skipped: list[str]
     seconds: float
     schema_version: int = SCHEMA_VERSION
+    plans: dict[str, str] = dataclasses.field(default_factory=dict)  # auto config -> which backend runs which size
 
     def to_dict(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "kind": "bench"}
@@ -83,9 +84,11 @@ def bench(
     say = progress or (lambda message: None)
     loaded = as_loaded(model_or_spec)
     example = inputs_for(loaded, inputs)
-    unknown = [b for b in backends if b not in BACKENDS]
+    unknown = [b for b in backends if b not in (*BACKENDS, "auto")]
     if unknown or not backends:
-        raise UserError(f"unknown backend {', '.join(unknown) or '(none given)'}; choose from {', '.join(BACKENDS)}")
+        raise UserError(
+            f"unknown backend {', '.join(unknown) or '(none given)'}; choose from {', '.join(BACKENDS)} or auto"
+        )
     if rounds < 1 or budget <= 0 or not batch_sizes or min(batch_sizes) < 1:
         raise UserError("rounds must be >= 1, budget > 0 and batch sizes positive")
     if batch_size_of(example) is None:
@@ -186,7 +189,8 @@ def bench(
     for p in predictors.values():
         p.close()
     verified = {name: p.invariance.sizes for name, p in predictors.items() if p.invariance.scheme != "off"}
-    return BenchReport(loaded.spec, rows, cost, verified, skipped, round(time.monotonic() - start, 2))
+    plans = {name: p.notes[0] for name, p in predictors.items() if p.backend == "auto"}
+    return BenchReport(loaded.spec, rows, cost, verified, skipped, round(time.monotonic() - start, 2), plans=plans)
 
 
 def _peaks(

@@ -4,12 +4,14 @@ position and neighbours; and the plan that runs a batch only at verified sizes."
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from collections.abc import Callable
 from typing import Any
 
 
 from samebits.models.inputs import ModelInputs
 from samebits.measure.invariance import measure_batch_invariance
+from samebits.measure.timing import interleaved_times
 
 
 @dataclasses.dataclass
@@ -38,15 +40,22 @@ class Invariance:
     def costs(self) -> dict[int, float] | None:
         """Seconds the calibration took at each verified size (relative forward costs), or
         ``None`` where it has no timing for one of them."""
-        timed = {int(k): float(v) for k, v in (self.measured.get("seconds_by_size") or {}).items()}
+        timed = self.timings()
         if not all(s in timed and timed[s] > 0 for s in self.sizes):
             return None
         return {s: timed[s] for s in self.sizes}
 
+    def timings(self) -> dict[int, float]:
+        """Seconds of one forward at each size: the timed forwards where they were measured
+        (``forward_seconds``), else the calibration's seconds per size (rougher: the first size
+        carries the warm-up)."""
+        timed = self.measured.get("forward_seconds") or self.measured.get("seconds_by_size") or {}
+        return {int(k): float(v) for k, v in timed.items()}
+
     def notes(self) -> list[str]:
         """What the plan costs where invariance constrains it: a lone sample padded up, a
         largest verified size below what was tried (measured against plain batching)."""
-        timed = {int(k): float(v) for k, v in (self.measured.get("seconds_by_size") or {}).items()}
+        timed = self.timings()
         if self.scheme == "off" or not self.sizes or not timed:
             return []
         out, low, top, tried = [], min(self.sizes), max(self.sizes), max(timed)
@@ -101,6 +110,13 @@ def _cheapest(n: int, costs: tuple[tuple[int, float], ...]) -> list[tuple[int, i
     return [(bulk_size, bulk_size)] * bulk + sorted(tail, key=lambda c: -c[0])
 
 
+def time_forwards(forward_at: Callable[[int], Any], sizes: list[int], budget: float) -> dict[int, float]:
+    """Median seconds of one forward at each size, the sizes timed in interleaved rounds (a
+    warm-up call each first) within ``budget`` seconds."""
+    fns = {str(size): (lambda size=size: forward_at(size)) for size in sorted(set(sizes))}
+    return {int(size): statistics.median(t) for size, t in interleaved_times(fns, rounds=9, budget=budget).items()}
+
+
 def calibrate(
     forward: Callable[[ModelInputs], Any],
     sample: ModelInputs,
@@ -125,6 +141,7 @@ def calibrate(
         "seconds_by_size": {s.size: s.seconds for s in measured.sizes},
         "not_tried": measured.not_tried,
         "errors": measured.errors,
+        "failed": [s.size for s in measured.sizes if s.error],
     }
     scheme = "tile" if len(chosen) == 1 else "class"
     return Invariance(scheme, sorted(chosen), details, measured.seconds)

@@ -34,7 +34,7 @@ from samebits.measure.batching import (
     take_sample,
 )
 from samebits.measure.prepare import prepare
-from samebits.runtime.invariance import Invariance, calibrate
+from samebits.runtime.invariance import Invariance, calibrate, time_forwards
 from samebits.tensors import tree
 from samebits.tensors.compare import compare
 
@@ -105,9 +105,14 @@ class Predictor:
         calibration_budget: float = 5.0,
         memory_budget_mb: float | None = None,
         seed: int = 0,
+        allow_backend_drift: bool = False,
+        auto_backends: tuple[str, ...] | None = None,
     ) -> None:
-        if backend not in BACKENDS:
-            raise UserError(f"unknown backend '{backend}'; choose from {', '.join(BACKENDS)}")
+        if backend not in (*BACKENDS, "auto"):
+            raise UserError(f"unknown backend '{backend}'; choose from {', '.join(BACKENDS)} or auto")
+        unknown = [b for b in auto_backends or () if b not in BACKENDS]
+        if unknown:
+            raise UserError(f"unknown backend '{unknown[0]}' in auto_backends; choose from {', '.join(BACKENDS)}")
         if (
             max_batch_size is not None
             and max_batch_size != "auto"
@@ -151,9 +156,14 @@ class Predictor:
                 self.max_batch_size = self._auto_max_batch(memory_budget_mb)
             else:
                 self.max_batch_size = max_batch_size or tile or DEFAULT_MAX_BATCH  # type: ignore[assignment]
-            self.invariance = self._invariance(invariant, tile, calibration_budget)
-            self.notes += self.invariance.notes()
-            self.validation = self._validate()
+            self.members: dict[str, Predictor] = {}  # backend="auto": one Predictor per backend it runs
+            if backend == "auto":
+                self._auto(invariant, tile, calibration_budget, auto_backends, allow_backend_drift)
+            else:
+                self.invariance = self._invariance(invariant, tile, calibration_budget)
+                self.notes += self.invariance.notes()
+                self.validation = self._validate()
+                self.plan: dict[str, Any] = {"backend": backend, "chosen": [backend]}
         except BaseException:
             self.close()  # a failed setup leaves no profile behind
             raise
@@ -245,7 +255,7 @@ class Predictor:
             self.model,
             {
                 "kind": "calibration",
-                "version": 3,  # 3: the shared measurement (first, middle, last position)
+                "version": 4,  # 3: the shared measurement (first, middle, last position); 4: timed forwards
                 "dynamic_batch": self._dynamic,
                 "backend": self.backend,
                 "candidates": candidates,
@@ -263,6 +273,7 @@ class Predictor:
             inv = calibrate(
                 lambda batch: self._run_at(batch, batch_size_of(batch)), self._sample, candidates, seed=self.seed
             )
+            inv.measured["forward_seconds"] = self._time_forwards(inv, budget)
             if store.writable or not store.is_cache:
                 store.build_once(name, lambda tmp: tmp.write_text(json.dumps(inv.to_dict())), kind="calibration")
         if "cached" not in inv.measured and inv.seconds > budget:
@@ -284,6 +295,144 @@ class Predictor:
                 f"no batch size up to {self.max_batch_size} is invariant here (measured: {inv.measured}); pass invariant=False"
             )
         return inv
+
+    def _member(self, backend: str, invariant: bool, tile: int | None, budget: float) -> Predictor:
+        """A Predictor for one backend on this predictor's (prepared) model, inputs and cache."""
+        return Predictor(
+            self.model,
+            device=self.device,
+            backend=backend,
+            invariant=invariant,
+            tile=tile,
+            max_batch_size=self.max_batch_size,
+            deterministic=False,  # the profile is this predictor's
+            cache_dir=self.cache_dir,
+            example_inputs=self._example,
+            calibration_budget=budget,
+            seed=self.seed,
+        )
+
+    def _auto(
+        self, invariant: bool, tile: int | None, budget: float, asked: tuple[str, ...] | None, allow_drift: bool
+    ) -> None:
+        """backend="auto": the plan (which backend runs which verified size) measured, or read
+        from the cache under the same key rules as the calibration."""
+        from samebits.runtime import auto
+
+        names = auto.candidates_for(self.device, asked)
+        key = artifact_key(
+            self.model,
+            {
+                "kind": "auto-plan",
+                "version": 1,
+                "candidates": [[b, backend_versions(b)] for b in names],
+                "invariant": invariant,
+                "tile": tile,
+                "max_batch_size": self.max_batch_size,
+                "sample": _shapes(self._sample) if self._sample is not None else None,
+                "environment": bit_relevant_digest(self.fingerprint),
+                "allow_backend_drift": allow_drift,
+                "device": self.device,
+            },
+        )
+        self.calibration_key = key
+        store, name = ArtifactCache(self.cache_dir), f"auto-plan-{key}.json"
+        plan = store.read_json(name)
+        members = self._cached_members(plan, invariant, tile, budget)
+        if members is None:
+            plan, members = self._measure_auto(names, invariant, tile, budget, allow_drift)
+            if store.writable or not store.is_cache:
+                store.build_once(name, lambda tmp: tmp.write_text(json.dumps(plan)), kind="auto plan")
+        else:
+            plan = {**plan, "cached": True}
+        assert plan is not None
+        self.members, self.plan = members, plan
+        self._by_size = {int(s): b for s, b in plan["backend_by_size"].items()}
+        sizes = sorted(self._by_size) if invariant else []
+        scheme = ("tile" if len(sizes) == 1 else "class") if invariant else "off"
+        measured = {"forward_seconds": plan["forward_seconds"], "backend_by_size": plan["backend_by_size"]}
+        self.invariance = Invariance(scheme, sizes, {**measured, "auto": True}, plan["seconds"])
+        self.notes += [auto.describe(plan), *self.invariance.notes()]
+        drifting = [plan["drift"][b] for b in plan["chosen"] if b != "eager" and not plan["drift"][b]["identical"]]
+        self.validation = {
+            "backend": "auto",
+            "against": "eager",
+            **(drifting[0] if drifting else {"identical": True, "max_abs": 0.0, "max_rel": 0.0}),
+            "by_backend": plan["drift"],
+        }
+
+    def _cached_members(
+        self, plan: dict[str, Any] | None, invariant: bool, tile: int | None, budget: float
+    ) -> dict[str, Predictor] | None:
+        """The chosen backends' Predictors for a cached plan, or ``None`` where the plan is
+        malformed or a backend no longer builds or verifies the sizes it did."""
+        from samebits.runtime.auto import PLAN_KEYS, sizes_of
+
+        if not isinstance(plan, dict) or not PLAN_KEYS <= set(plan):
+            return None
+        try:
+            members = {b: self._member(b, invariant, tile, budget) for b in plan["chosen"]}
+            if any(sizes_of(m) != plan["verified"][b] for b, m in members.items()):
+                return None
+            return members
+        except (UserError, KeyError, TypeError):
+            return None
+
+    def _measure_auto(
+        self, names: tuple[str, ...], invariant: bool, tile: int | None, budget: float, allow_drift: bool
+    ) -> tuple[dict[str, Any], dict[str, Predictor]]:
+        import time
+
+        from samebits.runtime import auto
+
+        start = time.monotonic()
+        members: dict[str, Predictor] = {}
+        skipped: dict[str, str] = {}
+        for b in names:
+            try:
+                members[b] = self._member(b, invariant, tile, budget)
+            except UserError as exc:
+                if b == "eager":
+                    raise  # eager is the reference: without it nothing is judged
+                skipped[b] = first_line(exc)
+        drifts: dict[str, dict[str, Any]] = {}
+        for b in [b for b in members if b != "eager"]:
+            try:
+                drifts[b] = auto.drift(members["eager"], members[b])
+            except Exception as exc:  # a backend that builds but fails to run here is left out
+                skipped[b] = f"its forward failed: {first_line(exc, with_type=True)}"
+                del members[b]
+        identical = {"eager": True, **{b: d["identical"] for b, d in drifts.items()}}
+        usable = {b: m for b, m in members.items() if identical[b] or allow_drift}
+        times = auto.time_sizes(usable, budget)
+        by_size, seconds = auto.choose(times, identical, allow_drift)
+        chosen = [b for b in names if b in set(by_size.values())]
+        plan = {
+            "backend": "auto",
+            "candidates": list(names),
+            "chosen": chosen,
+            "backend_by_size": {str(s): b for s, b in sorted(by_size.items())},
+            # eager's 1-row and largest forwards (what the notes compare against), then the choice's
+            "forward_seconds": {
+                str(s): t for s, t in sorted({**members["eager"].invariance.timings(), **seconds}.items())
+            },
+            "seconds_by_backend": {b: {str(s): v for s, v in t.items()} for b, t in times.items()},
+            "verified": {b: auto.sizes_of(m) for b, m in members.items()},
+            "drift": drifts,
+            "skipped": skipped,
+            "allow_backend_drift": allow_drift,
+            "seconds": round(time.monotonic() - start, 3),
+        }
+        return plan, {b: members[b] for b in chosen}
+
+    def _time_forwards(self, inv: Invariance, budget: float) -> dict[int, float]:
+        """One forward timed at every verified size, at 1 row and at the largest size tried (what
+        the plan's choice and its notes compare), sizes whose forward raised left out."""
+        if not inv.sizes:
+            return {}
+        ran = set(inv.measured["tried"]) - set(inv.measured["failed"])
+        batches = {s: self._example_at(s) for s in {*inv.sizes, 1, max(ran)} & ran}
+        return time_forwards(lambda s: self._run_at(batches[s], s), list(batches), min(2.0, budget / 2))
 
     def _validate(self) -> dict[str, Any]:
         """This backend against eager on the example inputs (at a verified size)."""
@@ -308,8 +457,23 @@ class Predictor:
 
     # -- running -----------------------------------------------------------------------------
     def _run_at(self, batch: ModelInputs, size: int | None) -> Any:
+        if self.members:
+            return self.members[self._backend_at(size)]._run_at(batch, size)
         with torch.inference_mode():
             return batch.call(self._runner(size))
+
+    def _backend_at(self, size: int | None) -> str:
+        """backend="auto": the backend chosen for ``size`` (an unmeasured size, which only
+        invariant=False runs, takes the choice at the next measured size up)."""
+        by_size = self._by_size
+        if size in by_size:
+            return by_size[size]
+        above = [s for s in by_size if size is None or s >= size]
+        return by_size[min(above)] if above else by_size[max(by_size)]
+
+    def backends_in_use(self) -> list[str]:
+        """The backends this predictor's forwards run through (several only with backend="auto")."""
+        return list(self.plan["chosen"])
 
     def _forward(self, batch: ModelInputs) -> Any:
         n = batch_size_of(batch)
@@ -414,8 +578,8 @@ def parse_runtime(runtime: str) -> str:
     if kind != "predictor":
         raise UserError(f"unknown runtime '{runtime}'; use predictor or predictor:BACKEND ({', '.join(BACKENDS)})")
     backend = backend or "eager"
-    if backend not in BACKENDS:
-        raise UserError(f"unknown backend '{backend}' in --runtime; choose from {', '.join(BACKENDS)}")
+    if backend not in (*BACKENDS, "auto"):
+        raise UserError(f"unknown backend '{backend}' in --runtime; choose from {', '.join(BACKENDS)} or auto")
     return backend
 
 

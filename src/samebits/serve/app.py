@@ -211,6 +211,7 @@ def create_app(
                 "backend": predictor.backend,
                 "invariance": predictor.invariance.scheme,
                 "verified_batch_sizes": list(predictor.invariance.sizes),
+                **({"backend_by_size": predictor.plan["backend_by_size"]} if predictor.backend == "auto" else {}),
                 **({"verified_batch_sizes_by_length": predictor.plans} if hasattr(predictor, "plans") else {}),
                 "notes": list(getattr(predictor, "notes", [])),  # e.g. what a lone request's padding costs
                 "max_batch_size": options.max_batch_size,

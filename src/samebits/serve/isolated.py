@@ -104,6 +104,7 @@ class IsolatedPredictor:
         self.fingerprint = self.ready["fingerprint"]
         self.not_ready: str | None = self.ready.get("not_ready")
         self.notes: list[str] = list(self.ready.get("notes", []))
+        self.plan: dict[str, Any] = self.ready["plan"]
 
     def _start(self) -> dict[str, Any]:
         from samebits.measure.processes import die_with_parent

@@ -113,6 +113,7 @@ class BucketedPredictor:
         self.predictors, self.buckets, self.names = predictors, buckets, names
         first = predictors[buckets.lengths[0]]
         self.backend, self.invariance, self.fingerprint = first.backend, first.invariance, first.fingerprint
+        self.plan, self.notes = first.plan, first.notes
         self.plans = {length: list(p.invariance.sizes) for length, p in predictors.items()}
 
     def key(self, inputs: ModelInputs) -> int:

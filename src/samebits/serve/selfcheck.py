@@ -25,7 +25,7 @@ def golden_mismatch(predict: Any, backend: str, path: str) -> str | None:
             "samebits record MODEL -o FILE --runtime predictor[:BACKEND]"
         )
     recorded_backend = str(runtime).partition(":")[2] or "eager"
-    if recorded_backend != backend:
+    if recorded_backend != backend and not (backend == "auto" and recorded_backend == "eager"):
         return f"the golden was recorded through {runtime}, this server runs backend {backend}"
     inputs = golden.inputs()
     n = batch_size_of(inputs)

@@ -66,6 +66,7 @@ def _load(job: dict):  # type: ignore[no-untyped-def]
         "fingerprint": predictor.fingerprint,
         "not_ready": not_ready,
         "notes": list(predictor.notes),
+        "plan": predictor.plan,
     }
     return predictor, signature, ready
 
