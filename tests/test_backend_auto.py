@@ -177,3 +177,18 @@ def test_bench_shows_the_auto_plan_beside_the_fixed_backends(tmp_path, monkeypat
     assert all(r["same_as_alone"] for r in data["rows"] if r["config"] == "predictor:auto")
     assert data["plans"]["predictor:auto"].startswith("backend auto (measured here): ")
     assert "predictor:auto: backend auto (measured here)" in " ".join(result.stdout.split())
+
+
+def test_interleaved_timing_shuffles_the_order_so_no_function_always_follows_the_same_one():
+    # a function right after ONNX Runtime paid for waking torch's threads: with a fixed (or
+    # rotated) order one configuration always came after it and looked 10% slower
+    from samebits.measure.timing import interleaved_times
+
+    calls = []
+    fns = {name: (lambda name=name: calls.append(name)) for name in "abcd"}
+    times = interleaved_times(fns, rounds=40, budget=60)
+    assert all(len(t) == 40 for t in times.values())
+    rounds = [calls[4 + 4 * r : 8 + 4 * r] for r in range(40)]  # after the four warm-up calls
+    assert all(sorted(r) == list("abcd") for r in rounds)
+    before_c = {r[r.index("c") - 1] for r in rounds if r.index("c") > 0}
+    assert len(before_c) == 3  # c followed each of the others at some point

@@ -69,7 +69,7 @@ def time_sizes(members: dict[str, Any], budget: float) -> dict[str, dict[int, fl
         here = {name: m for name, m in members.items() if size in sizes_of(m)}
         batch = next(iter(here.values()))._example_at(size)
         fns: dict[str, Callable[[], object]] = {name: (lambda m=m: m._run_at(batch, size)) for name, m in here.items()}
-        for name, values in interleaved_times(fns, rounds=15, budget=budget / len(sizes)).items():
+        for name, values in interleaved_times(fns, rounds=60, budget=budget / len(sizes)).items():
             out[name][size] = statistics.median(values)
     return out
 

@@ -30,12 +30,16 @@ class Invariance:
         is within noise (< 10%), chunks of the largest size and the rest padded up."""
         if self.scheme == "off" or not self.sizes:
             return [(n, n)]
-        greedy = _greedy(n, self.sizes)
-        costs = self.costs()
-        if costs is None:
-            return greedy
-        best = _cheapest(n, tuple(sorted(costs.items())))
-        return best if _cost(best, costs) < 0.9 * _cost(greedy, costs) else greedy
+        memo = self.__dict__.setdefault("_plans", {})  # not a field: the search runs once per n
+        if n not in memo:
+            greedy = _greedy(n, self.sizes)
+            costs = self.costs()
+            best = _cheapest(n, tuple(sorted(costs.items()))) if costs else greedy
+            plan = best if costs and _cost(best, costs) < 0.9 * _cost(greedy, costs) else greedy
+            if len(memo) >= 4096:
+                memo.clear()
+            memo[n] = plan
+        return list(memo[n])
 
     def costs(self) -> dict[int, float] | None:
         """Seconds the calibration took at each verified size (relative forward costs), or
@@ -114,7 +118,7 @@ def time_forwards(forward_at: Callable[[int], Any], sizes: list[int], budget: fl
     """Median seconds of one forward at each size, the sizes timed in interleaved rounds (a
     warm-up call each first) within ``budget`` seconds."""
     fns = {str(size): (lambda size=size: forward_at(size)) for size in sorted(set(sizes))}
-    return {int(size): statistics.median(t) for size, t in interleaved_times(fns, rounds=9, budget=budget).items()}
+    return {int(size): statistics.median(t) for size, t in interleaved_times(fns, rounds=30, budget=budget).items()}
 
 
 def calibrate(

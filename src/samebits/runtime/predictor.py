@@ -480,7 +480,7 @@ class Predictor:
         if n is None:
             if self.invariance.scheme != "off":
                 raise UserError("these inputs have no batch dimension; the Predictor batches along dim 0")
-            return tree.move(self._run_at(batch, None), "cpu")
+            return self._to_cpu(self._run_at(batch, None))
         if n == 0:
             raise UserError(
                 "predict got a batch of 0 rows; pass at least one sample (map() over no samples yields nothing)"
@@ -490,16 +490,28 @@ class Predictor:
             if self.invariance.scheme != "off"
             else [(min(n - i, self.max_batch_size),) * 2 for i in range(0, n, self.max_batch_size)]
         )
+        if plan == [(n, n)]:  # one forward of the whole batch (a verified size): nothing to cut or join
+            with self._lock:
+                return self._to_cpu(self._run_at(batch, n))
         outputs, start = [], 0
         with self._lock:
             for rows, size in plan:
                 chunk = pad_to(take_rows(batch, start, start + rows), rows, size)
                 outputs.append(output_rows(self._run_at(chunk, size), 0, rows, size))
                 start += rows
-        return tree.move(join_outputs(outputs, [rows for rows, _ in plan]), "cpu")
+        return self._to_cpu(join_outputs(outputs, [rows for rows, _ in plan]))
+
+    def _to_cpu(self, output: Any) -> Any:
+        # a model on the CPU gives CPU tensors: the walk over its output is skipped there
+        return output if self.device == "cpu" else tree.move(output, "cpu")
 
     def _prepare(self, inputs: Any) -> ModelInputs:
-        _, moved = prepare(None, ModelInputs.from_example(inputs), self.device)
+        given = ModelInputs.from_example(inputs)
+        if self.device == "cpu" and all(
+            isinstance(t, torch.Tensor) and t.device.type == "cpu" for t in (*given.args, *given.kwargs.values())
+        ):
+            return given  # tensors already where the model is (the common case): no walk
+        _, moved = prepare(None, given, self.device)
         return moved
 
     def predict(self, batch: Any) -> Any:
