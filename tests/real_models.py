@@ -230,3 +230,31 @@ def detector_with_targets():
         {"boxes": torch.tensor([[0.0, 0.0, 16.0, 16.0]]), "labels": torch.tensor([2])},
     ]
     return _detector(), ([*_images()], targets)
+
+
+def llama():
+    """A Llama-style decoder (rotary positions, RMSNorm, grouped-query attention, SiLU MLP) with
+    four left-padded prompts of 11, 6, 9 and 4 tokens."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=512,
+        max_position_embeddings=128,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+    )
+    model = LlamaForCausalLM(config).eval()
+    lengths = (11, 6, 9, 4)
+    ids = torch.zeros((len(lengths), max(lengths)), dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for i, n in enumerate(lengths):
+        ids[i, -n:] = _ids((1, n), 512, seed=20 + i)[0]
+        mask[i, -n:] = 1
+    return model, {"input_ids": ids, "attention_mask": mask}
