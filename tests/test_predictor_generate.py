@@ -71,7 +71,7 @@ def test_every_prompt_gets_its_alone_bits_in_any_batch_and_order(tmp_path, facto
     # the greedy tokens are the model's own: alone, padded to its bucket, on eager attention,
     # model.generate agrees
     q = ps[0]
-    ids = torch.zeros((1, width_of(len(q), 8)), dtype=torch.long)
+    ids = torch.zeros((1, width_of(len(q), 32)), dtype=torch.long)
     mask = torch.zeros_like(ids)
     ids[0, -len(q) :], mask[0, -len(q) :] = q, 1
     model.set_attn_implementation("eager")

@@ -528,7 +528,7 @@ class Predictor:
         max_new_tokens: int = 20,
         *,
         tile: int | None = None,
-        bucket: int = 8,
+        bucket: int = 32,
         return_scores: bool = False,
         check: bool = True,
         attention: str | None = "eager",
@@ -536,7 +536,7 @@ class Predictor:
         """Greedy generation (a transformers-style decoder-only model) whose tokens and scores
         for each prompt equal those it gets alone, whatever other prompts share the call and in
         what order: every prompt runs in tiles of ``tile`` rows (default: the largest verified
-        batch size up to 32) left-padded to a multiple of ``bucket`` tokens, and with ``check``
+        batch size up to 32) left-padded to a multiple of ``bucket`` tokens (fewer widths, fewer tiles), and with ``check``
         the first tile at each width is measured against its prompts run alone. ``attention``:
         the implementation generation runs on (eager: CPU SDPA was measured to let a row's bits
         depend on its neighbours; ``None`` leaves the model's). ``prompts``: a
