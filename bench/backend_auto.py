@@ -96,7 +96,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--models", default="demo:mlp,demo:cnn,bert,resnet18")
     parser.add_argument("--sizes", default="32,64,256")
-    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--rounds", type=int, default=40)
     args = parser.parse_args()
     sizes = tuple(int(s) for s in args.sizes.split(","))
     cache = tempfile.mkdtemp(prefix="samebits-bench-auto-")

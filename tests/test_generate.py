@@ -61,8 +61,8 @@ def test_a_model_built_to_part_parts_under_batching_where_and_why_it_says():
 def test_a_plain_model_keeps_its_tokens_and_says_where_the_score_bits_move():
     report = check_generation(f"{HERE / 'real_models.py'}:gpt2_prompts", max_new_tokens=8)
     axes = {a.axis: a for a in report.axes}
-    assert list(axes) == ["repeat", "batch", "padding", "cache", "attention"]
-    assert [a.tokens for a in report.axes] == ["identical"] * 5
+    assert list(axes) == ["repeat", "batch", "padding", "cache", "attention", "threads"]
+    assert all(a.tokens in ("identical", "skipped") for a in report.axes)
     assert axes["repeat"].scores == "identical"
     # the cache and attention verdicts against generate run here: each prompt alone, without the
     # cache, and with eager attention (the model's default is sdpa)
@@ -74,9 +74,20 @@ def test_a_plain_model_keeps_its_tokens_and_says_where_the_score_bits_move():
         recomputed = [greedy(model, p, torch.ones_like(p), 8, use_cache=False)[1] for p in prompts]
         model.set_attn_implementation("eager")
         eager = [greedy(model, p, torch.ones_like(p), 8)[1] for p in prompts]
+        model.set_attn_implementation("sdpa")
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            one_thread = [greedy(model, p, torch.ones_like(p), 8)[1] for p in prompts]
+        finally:
+            torch.set_num_threads(threads)
     same = lambda a, b: all(torch.equal(x.float(), y.float()) for x, y in zip(a, b))  # noqa: E731
     assert axes["cache"].scores == ("identical" if same(cached, recomputed) else "diverged")
     assert axes["attention"].scores == ("identical" if same(cached, eager) else "diverged")
+    if threads == 1:
+        assert axes["threads"].scores == "skipped" and "1 thread" in axes["threads"].summary
+    else:
+        assert axes["threads"].scores == ("identical" if same(cached, one_thread) else "diverged")
     for a in report.axes:
         if a.scores == "diverged":
             assert a.first_score_difference["max_abs"] > 0 and "scores' bits differ" in a.summary
@@ -110,3 +121,43 @@ def test_the_cli_reports_the_parting_and_exits_1(tmp_path):
     assert "Generations part across batch" in text and "margin" in text
     bad = run_cli("check", "demo:mlp", "--generate", "4")
     assert bad.returncode == 2 and "generate" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_sampling_with_a_seed_repeats_and_differs_from_greedy_and_from_another_seed(tmp_path):
+    from samebits.checker.generation import _Generator
+
+    model, inputs = real_models.gpt2_prompts()
+    prompt = inputs["input_ids"][0]
+    sampled = _Generator(model, 8, seed=5)
+    tokens = sampled([prompt])[0][0]
+    assert torch.equal(sampled([prompt])[0][0], tokens)  # the same seed, the same draws
+    assert not torch.equal(_Generator(model, 8, seed=6)([prompt])[0][0], tokens)
+    assert not torch.equal(_Generator(model, 8)([prompt])[0][0], tokens)  # greedy is another path
+    before = torch.random.get_rng_state()
+    sampled([prompt])
+    assert torch.equal(torch.random.get_rng_state(), before)  # the caller's RNG is left alone
+    report = check_generation(
+        f"{HERE / 'real_models.py'}:gpt2_prompts", max_new_tokens=6, axes=("repeat",), sample=True, seed=5
+    )
+    assert report.sampling == {"seed": 5} and report.axes[0].tokens == "identical" and report.exit_code == 0
+    from samebits.report.html import render
+
+    assert "sampled (seed 5)" in render(report.to_dict())
+    out = tmp_path / "s.json"
+    result = run_cli(
+        "check",
+        f"{HERE / 'real_models.py'}:gpt2_prompts",
+        "--generate",
+        "4",
+        "--sample",
+        "--seed",
+        "5",
+        "--axes",
+        "repeat",
+        "--json",
+        str(out),
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(out.read_text())["sampling"] == {"seed": 5} and "sampled (seed 5)" in result.stdout
+    bad = run_cli("check", "demo:mlp", "--sample")
+    assert bad.returncode == 2 and "--sample goes with --generate" in bad.stderr

@@ -4,7 +4,9 @@ marks their padding), each prompt is generated alone (the reference), and again:
 (``repeat``), inside one batch with every other prompt, left-padded to the longest (``batch``),
 alone with extra left padding (``padding``), as batching with longer prompts does, alone without
 the KV cache (``cache``: every step recomputes the whole sequence), and alone with the other
-attention implementation (``attention``: eager vs sdpa, where the model has both). Per axis,
+attention implementation (``attention``: eager vs sdpa, where the model has both), and alone at
+one thread (``threads``: against the reference's thread count). With ``sample=True`` every
+generation samples from a generator seeded the same way (``seed``). Per axis,
 a verdict on the generated token ids and one on the per-step scores (bits); where two
 generations part, the prompt, the step, the token position, the two tokens and the margin
 between the reference's top two scores at that step (a small margin is why a last-bit
@@ -21,7 +23,7 @@ import torch
 from samebits.errors import UserError
 from samebits.models.target import as_loaded, inputs_for
 
-AXES = ("repeat", "batch", "padding", "cache", "attention")
+AXES = ("repeat", "batch", "padding", "cache", "attention", "threads")
 SCHEMA_VERSION = 1
 
 
@@ -57,6 +59,7 @@ class GenerationReport:
     fingerprint: dict[str, Any]
     seconds: float = 0.0
     schema_version: int = SCHEMA_VERSION
+    sampling: dict[str, Any] | None = None  # {"seed": S} with --sample; None: greedy
 
     @property
     def ok(self) -> bool:
@@ -100,10 +103,10 @@ def _prompts(example: Any) -> list[torch.Tensor]:
 
 
 class _Generator:
-    def __init__(self, model: Any, max_new_tokens: int) -> None:
+    def __init__(self, model: Any, max_new_tokens: int, seed: int | None = None) -> None:
         if not callable(getattr(model, "generate", None)):
             raise UserError("--generate needs a model with a transformers-style generate()")
-        self.model, self.n = model, max_new_tokens
+        self.model, self.n, self.seed = model, max_new_tokens, seed  # seed: sample, seeded alike
         config = getattr(model, "config", None)
         pad = getattr(config, "pad_token_id", None)
         eos = getattr(config, "eos_token_id", None)
@@ -120,13 +123,15 @@ class _Generator:
         for i, p in enumerate(prompts):
             ids[i, width - len(p) :] = p
             mask[i, width - len(p) :] = 1
-        with torch.inference_mode():
+        with torch.inference_mode(), torch.random.fork_rng(devices=[]):  # the caller's RNG left as it was
+            if self.seed is not None:
+                torch.manual_seed(self.seed)
             out = self.model.generate(
                 input_ids=ids,
                 attention_mask=mask,
                 max_new_tokens=self.n,
                 min_new_tokens=self.n,
-                do_sample=False,
+                do_sample=self.seed is not None,
                 output_scores=True,
                 return_dict_in_generate=True,
                 pad_token_id=self.pad,
@@ -156,6 +161,16 @@ def _with_other_attention(model: Any, run: Any) -> Any:
         return run()
     finally:
         model.set_attn_implementation(current)
+
+
+def _at_one_thread(run: Any) -> Any:
+    """``run()`` at one intra-op thread (the reference ran at the current count), put back after."""
+    from samebits.measure.threads import num_threads
+
+    if torch.get_num_threads() == 1:
+        raise _Skip("the reference already runs at 1 thread (torch.get_num_threads() == 1): nothing to compare")
+    with num_threads(1):
+        return run()
 
 
 def _compare(axis: str, prompts: list[torch.Tensor], ref: list, other: list) -> GenerationAxis:
@@ -193,9 +208,12 @@ def check_generation(
     max_new_tokens: int = 8,
     axes: tuple[str, ...] = AXES,
     padding: int = 3,
+    sample: bool = False,
+    seed: int = 0,
 ) -> GenerationReport:
     """Generate each prompt alone, then across ``axes`` (repeat, batch, padding by ``padding``
-    extra tokens), greedily for ``max_new_tokens`` steps, and say where generations part."""
+    extra tokens, ...), for ``max_new_tokens`` steps, greedily or (``sample``) sampling with the
+    RNG seeded ``seed`` before every generation, and say where generations part."""
     from samebits.fingerprint import Fingerprint
 
     started = time.monotonic()
@@ -206,7 +224,7 @@ def check_generation(
         raise UserError(f"unknown generation axis {unknown[0]!r}; choose from {', '.join(AXES)}")
     loaded = as_loaded(model_or_spec)
     prompts = _prompts(inputs_for(loaded, inputs))
-    generate = _Generator(loaded.model.eval(), max_new_tokens)
+    generate = _Generator(loaded.model.eval(), max_new_tokens, seed if sample else None)
     reference = [generate([p])[0] for p in prompts]  # as the model is, like check's forward axes
     runs = {
         "repeat": lambda: [generate([p])[0] for p in prompts],
@@ -214,6 +232,7 @@ def check_generation(
         "padding": lambda: [generate([p], extra=padding)[0] for p in prompts],
         "cache": lambda: [generate([p], use_cache=False)[0] for p in prompts],
         "attention": lambda: _with_other_attention(generate.model, lambda: [generate([p])[0] for p in prompts]),
+        "threads": lambda: _at_one_thread(lambda: [generate([p])[0] for p in prompts]),
     }
     results = []
     for axis in axes:
@@ -228,4 +247,5 @@ def check_generation(
         results,
         Fingerprint.capture().to_dict(),
         time.monotonic() - started,
+        sampling={"seed": seed} if sample else None,
     )

@@ -68,7 +68,12 @@ def check_command(
         None,
         "--generate",
         metavar="N",
-        help="Check greedy generation of N tokens instead (a model with generate() and prompts): axes repeat,batch,padding.",
+        help="Check generation of N tokens instead (a model with generate() and prompts): axes repeat, batch, padding, cache, attention, threads.",
+    ),
+    sample: bool = typer.Option(
+        False,
+        "--sample",
+        help="With --generate: sample instead of greedy decoding, the RNG seeded with --seed before every generation.",
     ),
     from_dir: Optional[str] = typer.Option(
         None,
@@ -107,8 +112,11 @@ def check_command(
             axes if typed_axes else None,
             json_path,
             html_path,
+            sample,
         )
         return
+    if sample:
+        raise UserError("--sample goes with --generate N")
     check_html_path(html_path)
     stored = None
     if from_dir is not None:
@@ -168,18 +176,21 @@ def check_command(
     raise typer.Exit(report.exit_code)
 
 
-def _check_generation(console, model, input_file, input_shape, dtype, int_range, seed, n, axes, json_path, html_path):  # type: ignore[no-untyped-def]
+def _check_generation(
+    console, model, input_file, input_shape, dtype, int_range, seed, n, axes, json_path, html_path, sample
+):  # type: ignore[no-untyped-def]
     from samebits.checker.generation import AXES, check_generation
 
     loaded, inputs, _ = opts.load_target(model, input_file, input_shape, dtype, int_range, seed)
     chosen = tuple(a.strip() for a in axes.split(",") if a.strip()) if axes else AXES
     with Console(stderr=True).status("generating", spinner="dots"):
-        report = check_generation(loaded, inputs, max_new_tokens=n, axes=chosen)
+        report = check_generation(loaded, inputs, max_new_tokens=n, axes=chosen, sample=sample, seed=seed)
     write_json(report.to_dict(), json_path)
     write_html(report.to_dict(), html_path)
     console.print(f"[bold]{escape(report.headline())}[/bold]")
     console.print(
-        f"MODEL {escape(report.model)}, {len(report.prompts)} prompts of {report.prompts} tokens, {n} new tokens, {report.seconds:.1f} s\n"
+        f"MODEL {escape(report.model)}, {len(report.prompts)} prompts of {report.prompts} tokens, {n} new tokens"
+        f"{f', sampled (seed {seed})' if sample else ', greedy'}, {report.seconds:.1f} s\n"
     )
     rows = [[a.axis, a.tokens, a.scores, escape(a.summary)] for a in report.axes]
     console.print(fitted_table(["axis", "tokens", "score bits", "what was measured"], rows, set(), console.width))

@@ -105,7 +105,9 @@ def _check_generate(d: dict[str, Any]) -> str:
     parts = [_verdict(bool(d.get("ok")), d.get("headline", ""))]
     parts.append(
         f'<p class="muted">MODEL {_e(d.get("model"))}, prompts of {_e(d.get("prompts"))} tokens, '
-        f"{_e(d.get('max_new_tokens'))} new tokens, {d.get('seconds', 0):.1f} s</p>"
+        f"{_e(d.get('max_new_tokens'))} new tokens, "
+        + (f"sampled (seed {_e(d['sampling'].get('seed'))})" if d.get("sampling") else "greedy")
+        + f", {d.get('seconds', 0):.1f} s</p>"
     )
     rows = [[a["axis"], a["tokens"], a["scores"], a.get("summary", "")] for a in d["axes"]]
     parts += ["<h2>Axes</h2>", _table(["axis", "tokens", "score bits", "what was measured"], rows)]
