@@ -116,7 +116,8 @@ def serve_command(
             typer.echo(f"note: {note}", err=True)
         typer.echo(
             f"serving {app.state.model_name} on http://{host}:{bound} (verified batch sizes {sizes}); "
-            f"POST /v2/models/{app.state.model_name}/infer",
+            f"POST /v2/models/{app.state.model_name}/infer"
+            + (f", /v2/models/{app.state.model_name}/generate" if app.state.generates else ""),
             err=True,
         )
 

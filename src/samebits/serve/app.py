@@ -17,6 +17,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 
 from samebits._version import __version__
 from samebits.serve.batcher import Batcher, Draining, ForwardFailed, QueueFull, Stuck, TimedOut
+from samebits.serve.generate import BadGenerate, generate_batcher, parse_generate, supports_generate, vocab_size
 from samebits.serve.options import ServeOptions
 from samebits.serve.protocol import HEADER_LENGTH, ProtocolError, decode_tensor, encode_outputs, parameters, parse_body
 from samebits.serve.signature import Signature
@@ -124,6 +125,20 @@ def _requested(request: dict[str, Any], signature: Signature) -> tuple[list[str]
     return names, binary
 
 
+async def submitted(batcher: Batcher, inputs: Any) -> Any:
+    """The batcher's answer to ``inputs``; its refusals and failures as :class:`HTTPError`."""
+    try:
+        return await batcher.submit(inputs)
+    except (QueueFull, Draining, Stuck) as exc:
+        raise HTTPError(
+            503, f"the queue is full: {exc}" if isinstance(exc, QueueFull) else str(exc), {"Retry-After": "1"}
+        ) from None
+    except TimedOut as exc:
+        raise HTTPError(504, str(exc)) from None
+    except ForwardFailed as exc:
+        raise HTTPError(500, f"the model's forward failed: {exc}") from None
+
+
 async def answer(
     body: bytes, header_length: str | None, signature: Signature, batcher: Batcher, name: str
 ) -> tuple[int, dict[str, str], bytes]:
@@ -155,17 +170,7 @@ async def answer(
             raise ProtocolError("'id' must be a string")
     except ProtocolError as exc:
         raise HTTPError(400, str(exc)) from None
-    try:
-        output = await batcher.submit(signature.arguments(tensors))
-    except (QueueFull, Draining, Stuck) as exc:
-        raise HTTPError(
-            503, f"the queue is full: {exc}" if isinstance(exc, QueueFull) else str(exc), {"Retry-After": "1"}
-        ) from None
-    except TimedOut as exc:
-        raise HTTPError(504, str(exc)) from None
-    except ForwardFailed as exc:
-        raise HTTPError(500, f"the model's forward failed: {exc}") from None
-    named = signature.named_outputs(output)
+    named = signature.named_outputs(await submitted(batcher, signature.arguments(tensors)))
     for out_name, dims in signature.crop.items():  # the outputs that carry the length: cut back to it
         for dim in dims:
             named[out_name] = named[out_name].narrow(dim, 0, length)
@@ -198,6 +203,8 @@ def create_app(
         worker=predictor if hasattr(predictor, "restart") else None,
         key=getattr(predictor, "key", None),
     )
+    generating = generate_batcher(predictor, options) if supports_generate(predictor) else None
+    vocab = vocab_size(predictor)
     limit = int(options.max_body_mb * 1024 * 1024)
     fingerprint = hashlib.sha256(json.dumps(predictor.fingerprint, sort_keys=True, default=str).encode()).hexdigest()
     model_metadata = {
@@ -216,6 +223,7 @@ def create_app(
                 "notes": list(getattr(predictor, "notes", [])),  # e.g. what a lone request's padding costs
                 "max_batch_size": options.max_batch_size,
                 "fingerprint_sha256": fingerprint,
+                "generate": generating is not None,  # POST /v2/models/{name}/generate
             }
         },
     }
@@ -223,13 +231,18 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await batcher.start()
+        if generating is not None:
+            await generating.start()
         yield
         await batcher.close()
+        if generating is not None:
+            await generating.close()
 
     app = FastAPI(title="samebits serve", version=__version__, lifespan=lifespan)
     app.state.batcher = batcher
     app.state.model_name = name
     app.state.not_ready = not_ready
+    app.state.generates = generating is not None
 
     @app.exception_handler(HTTPError)
     async def _error(request: Request, exc: HTTPError) -> JSONResponse:
@@ -255,7 +268,8 @@ def create_app(
 
     @app.get("/v2")
     async def server_metadata() -> dict[str, Any]:
-        return {"name": "samebits", "version": __version__, "extensions": ["binary_tensor_data"]}
+        extensions = ["binary_tensor_data", *(["generate"] if generating is not None else [])]
+        return {"name": "samebits", "version": __version__, "extensions": extensions}
 
     @app.get("/v2/health/live")
     async def live() -> dict[str, bool]:
@@ -305,6 +319,31 @@ def create_app(
                 raise HTTPError(413, f"the body is over {limit} bytes (--max-body-mb)")
             chunks.append(chunk)
         return b"".join(chunks)
+
+    @app.post("/v2/models/{model_name}/generate")
+    async def generate(model_name: str, request: Request) -> Response:
+        """Greedy generation: ``{"input_ids": [...], "parameters": {"max_new_tokens": N}}`` ->
+        ``{"output_ids": [...]}``, the tokens this prompt gets alone, whatever the load."""
+        started, status = time.monotonic(), 200
+        try:
+            known(model_name)
+            if generating is None:
+                raise HTTPError(404, "this model has no transformers-style generate(): only /infer is served")
+            try:
+                inputs, request_id = parse_generate(await _body(request), vocab)
+            except BadGenerate as exc:
+                raise HTTPError(400, str(exc)) from None
+            (tokens,) = await submitted(generating, inputs)
+            reply: dict[str, Any] = {"model_name": name, "model_version": "1", "output_ids": tokens.tolist()}
+            if request_id is not None:
+                reply["id"] = request_id
+            return JSONResponse(reply)
+        except HTTPError as exc:
+            status = exc.status
+            raise
+        finally:
+            metrics.requests.labels(str(status)).inc()
+            metrics.latency.observe(time.monotonic() - started)
 
     async def _infer(request: Request) -> Response:
         body = await _body(request)

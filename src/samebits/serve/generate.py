@@ -1,0 +1,73 @@
+"""``POST /v2/models/{name}/generate``: token ids in, generated token ids out (the shape of
+Triton's generate extension, with ids where it has text: samebits holds no tokenizer). Requests
+are batched like inferences, only with requests that ask for as many new tokens, and run through
+:meth:`~samebits.runtime.Predictor.generate`, so a prompt's tokens are those it gets alone,
+whatever the load."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import torch
+
+from samebits.models.inputs import ModelInputs
+from samebits.serve.batcher import Batcher
+from samebits.serve.options import ServeOptions
+
+MAX_NEW_TOKENS = 4096  # the most one request may ask for
+FIELDS = {"id", "input_ids", "parameters"}
+
+
+class BadGenerate(ValueError):
+    """A generate request that cannot be answered (status 400)."""
+
+
+def supports_generate(predictor: Any) -> bool:
+    """Whether this predictor can serve generation (a Predictor over a model with ``generate``)."""
+    return callable(getattr(predictor, "generate", None)) and callable(
+        getattr(getattr(predictor, "model", None), "generate", None)
+    )
+
+
+def generate_batcher(predictor: Any, options: ServeOptions) -> Batcher:
+    """A batcher whose batches are prompts that ask for the same number of new tokens."""
+
+    def run(batch: ModelInputs) -> list[torch.Tensor]:
+        return [g.tokens for g in predictor.generate(batch.args[0], batch.kwargs["max_new_tokens"])]
+
+    return Batcher.for_options(run, options, key=lambda inputs: inputs.kwargs["max_new_tokens"])
+
+
+def parse_generate(body: bytes, vocab: int | None) -> tuple[ModelInputs, str | None]:
+    """(the batcher's inputs for one prompt, the request id); :class:`BadGenerate` otherwise."""
+    try:
+        request = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BadGenerate(f"the body is not JSON: {exc}") from None
+    if not isinstance(request, dict):
+        raise BadGenerate("the body must be a JSON object with 'input_ids'")
+    unknown = sorted(set(request) - FIELDS)
+    if unknown:
+        raise BadGenerate(f"unknown field(s) {', '.join(unknown)}; a generate request has {', '.join(sorted(FIELDS))}")
+    ids = request.get("input_ids")
+    if not isinstance(ids, list) or not ids or not all(isinstance(t, int) and not isinstance(t, bool) for t in ids):
+        raise BadGenerate("'input_ids' must be a non-empty list of integer token ids")
+    if vocab is not None and not all(0 <= t < vocab for t in ids):
+        raise BadGenerate(f"a token id is outside this model's vocabulary [0, {vocab})")
+    params = request.get("parameters", {})
+    if not isinstance(params, dict) or set(params) - {"max_new_tokens"}:
+        raise BadGenerate("'parameters' takes max_new_tokens only (greedy generation)")
+    n = params.get("max_new_tokens", 16)
+    if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_NEW_TOKENS:
+        raise BadGenerate(f"max_new_tokens must be an integer from 1 to {MAX_NEW_TOKENS}")
+    request_id = request.get("id")
+    if request_id is not None and not isinstance(request_id, str):
+        raise BadGenerate("'id' must be a string")
+    return ModelInputs(([torch.tensor(ids, dtype=torch.long)],), {"max_new_tokens": n}), request_id
+
+
+def vocab_size(predictor: Any) -> int | None:
+    """The model's vocabulary size, where its config says it (ids outside it are refused)."""
+    size = getattr(getattr(getattr(predictor, "model", None), "config", None), "vocab_size", None)
+    return size if isinstance(size, int) else None
