@@ -56,6 +56,21 @@ def test_a_model_built_to_part_parts_under_batching_where_and_why_it_says():
     assert (part.reference_token, part.other_token) == (int(alone[0, step]), int(batched[part.prompt, step]))
     top = torch.topk(scores[0, step].float(), 2).values
     assert part.margin == pytest.approx(float(top[0] - top[1])) and part.margin < 1e-4  # a hair: the twins
+    # where: at that step's forward (generate's prefill, which runs the LM head on the last
+    # position only: 1 row alone, 4 batched), the last position's final hidden state (the head's
+    # input) is the same alone and batched, and the logits are not: the first module that
+    # differs is the head, with identical inputs; otherwise it is earlier in the network
+    assert step == 0
+    with torch.inference_mode():
+        one = model(prompt, attention_mask=torch.ones_like(prompt), output_hidden_states=True, logits_to_keep=1)
+        many = model(ids, attention_mask=mask, output_hidden_states=True, logits_to_keep=1)
+    same_hidden = torch.equal(one.hidden_states[-1][0, -1], many.hidden_states[-1][part.prompt, -1])
+    assert not torch.equal(one.logits[0, -1], many.logits[part.prompt, -1])
+    if same_hidden:
+        assert (part.module, part.module_type) == ("lm_head", "Linear")
+        assert part.module_note == "compared at the prompt's last position"
+    else:
+        assert part.module not in (None, "lm_head")
 
 
 def test_a_plain_model_keeps_its_tokens_and_says_where_the_score_bits_move():

@@ -143,7 +143,9 @@ def test_tables_fit_80_columns_and_never_cut_a_number():
             ("predictor:eager", 256, 38_123.0, 1.2, None),
         ]
     ]
-    report = SimpleNamespace(model="x.py:net", seconds=61, rows=rows, invariance={}, invariance_cost={}, skipped=[])
+    report = SimpleNamespace(
+        model="x.py:net", seconds=61, rows=rows, invariance={}, invariance_cost={}, skipped=[], plans={}
+    )
     out = io.StringIO()
     bench.render(Console(file=out, width=80, highlight=False), report)
     text = out.getvalue()

@@ -37,6 +37,9 @@ class Parting:
     reference_token: int
     other_token: int
     margin: float  # top-1 minus top-2 score at that step in the reference run
+    module: str | None = None  # the first module whose output differed in that step's forward
+    module_type: str | None = None
+    module_note: str = ""  # how it was found, or why it could not be
 
 
 @dataclasses.dataclass
@@ -173,6 +176,56 @@ def _at_one_thread(run: Any) -> Any:
         return run()
 
 
+def _last_position_of_row(n: int, i: int) -> Any:
+    """A selection for the module hooks: row ``i`` of tensors whose leading dim is ``n``, and of
+    those with a sequence dim (2-D and up) the last position only, the one the next token is
+    read from: the same in a prompt run alone and left-padded inside a batch."""
+    from samebits.tensors import tree
+
+    def one(t: torch.Tensor) -> torch.Tensor:
+        if t.dim() == 0 or t.shape[0] != n:
+            return t
+        t = t[i : i + 1]
+        return t[:, -1:] if t.dim() >= 2 and t.shape[1] > 0 else t
+
+    return lambda obj: tree.map_tensors(one, obj)
+
+
+def _step_calls(calls: list[Any], step: int) -> list[Any]:
+    """The module calls of the model's ``step``-th forward (completion order: a forward's calls
+    end with the model's own)."""
+    out, current = [], 0
+    for call in calls:
+        if current == step:
+            out.append(call)
+        if call.name == "":
+            current += 1
+        if current > step:
+            break
+    return out
+
+
+def _localise(model: Any, reference: Any, other: Any, step: int) -> tuple[str | None, str | None, str]:
+    """(module, type, note): the first module whose output differs at ``step`` between the
+    reference run and the other, each given as ``(run, n_rows, row)``."""
+    from samebits.measure.trace import Trace, first_divergence, module_hooks
+
+    if not isinstance(model, torch.nn.Module):
+        return None, None, "not localised: hooks need an nn.Module"
+    traces = []
+    for run, n, row in (reference, other):
+        with module_hooks(model, _last_position_of_row(n, row)) as (calls, _):
+            run()
+        traces.append(Trace({}, _step_calls(list(calls), step)))
+    found = first_divergence(*traces)
+    if found is None:
+        return None, None, "not localised: no module's output differed at the prompt's last position in that step"
+    how = "compared at the prompt's last position"
+    if not found.inputs_identical:
+        how += "; its inputs differed too (the KV cache of a longer, padded sequence, or code between modules)"
+    return found.call.label, found.call.type, how
+
+
 def _compare(axis: str, prompts: list[torch.Tensor], ref: list, other: list) -> GenerationAxis:
     parted, first_score = [], None
     for i, ((t0, s0), (t1, s1)) in enumerate(zip(ref, other)):
@@ -234,10 +287,27 @@ def check_generation(
         "attention": lambda: _with_other_attention(generate.model, lambda: [generate([p])[0] for p in prompts]),
         "threads": lambda: _at_one_thread(lambda: [generate([p])[0] for p in prompts]),
     }
+    one = {  # one prompt's other run, to localise where it parts: (run, rows in that run, its row)
+        "repeat": lambda i: (lambda: generate([prompts[i]]), 1, 0),
+        "batch": lambda i: (lambda: generate(prompts), len(prompts), i),
+        "padding": lambda i: (lambda: generate([prompts[i]], extra=padding), 1, 0),
+        "attention": lambda i: (lambda: _with_other_attention(generate.model, lambda: generate([prompts[i]])), 1, 0),
+        "threads": lambda i: (lambda: _at_one_thread(lambda: generate([prompts[i]])), 1, 0),
+    }
     results = []
     for axis in axes:
         try:
-            results.append(_compare(axis, prompts, reference, runs[axis]()))
+            result = _compare(axis, prompts, reference, runs[axis]())
+            if result.parted:  # the first parting, localised to the module where that step's forward differs
+                first = result.parted[0]
+                if axis in one:
+                    alone = (lambda i=first.prompt: generate([prompts[i]]), 1, 0)
+                    first.module, first.module_type, first.module_note = _localise(
+                        generate.model, alone, one[axis](first.prompt), first.step
+                    )
+                else:
+                    first.module_note = "not localised: without the cache every step recomputes the whole sequence"
+            results.append(result)
         except _Skip as exc:
             results.append(GenerationAxis(axis, "skipped", "skipped", len(prompts), [], None, str(exc)))
     return GenerationReport(

@@ -200,6 +200,12 @@ def _check_generation(
                 f"{a.axis}: prompt {p.prompt} parts at step {p.step} (position {p.position}): token {p.reference_token} alone, "
                 f"{p.other_token} here; the reference's top two scores were {p.margin:.3g} apart"
             )
+            if p.module:
+                console.print(
+                    f"  that step's forward first differs in {escape(p.module)} ({p.module_type}): {p.module_note}"
+                )
+            elif p.module_note:
+                console.print(f"  {escape(p.module_note)}")
     raise typer.Exit(report.exit_code)
 
 

@@ -57,10 +57,13 @@ class Trace:
         return cls(dict(data["outputs"]), modules, data.get("algorithm", "sha256"))
 
 
-def rows_of(obj: Any, rows: tuple[int, int] | None) -> Any:
-    """With ``rows=(n, i)``: every tensor whose leading dim is ``n`` replaced by its row ``i`` (kept 1-long)."""
+def rows_of(obj: Any, rows: Any) -> Any:
+    """With ``rows=(n, i)``: every tensor whose leading dim is ``n`` replaced by its row ``i``
+    (kept 1-long); a callable ``rows`` is applied to ``obj`` as it is (a custom selection)."""
     if rows is None:
         return obj
+    if callable(rows):
+        return rows(obj)
     n, i = rows
     return tree.take(obj, i, i + 1, n)
 
@@ -85,7 +88,7 @@ class DigestCache:
         self._seen: dict[int, tuple[weakref.ref[torch.Tensor], int, str]] = {}
 
     def digest(self, leaf: Any) -> str:
-        if not isinstance(leaf, torch.Tensor):
+        if not isinstance(leaf, torch.Tensor) or leaf.is_inference():  # inference tensors keep no version
             return leaf_digest(leaf, self.algorithm)
         hit = self._seen.get(id(leaf))
         if hit is not None and hit[0]() is leaf and hit[1] == leaf._version:

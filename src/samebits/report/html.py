@@ -112,12 +112,21 @@ def _check_generate(d: dict[str, Any]) -> str:
     rows = [[a["axis"], a["tokens"], a["scores"], a.get("summary", "")] for a in d["axes"]]
     parts += ["<h2>Axes</h2>", _table(["axis", "tokens", "score bits", "what was measured"], rows)]
     partings = [
-        [a["axis"], p["prompt"], p["step"], p["position"], p["reference_token"], p["other_token"], _num(p["margin"])]
+        [
+            a["axis"],
+            p["prompt"],
+            p["step"],
+            p["position"],
+            p["reference_token"],
+            p["other_token"],
+            _num(p["margin"]),
+            f"{p['module']} ({p.get('module_type')})" if p.get("module") else "",
+        ]
         for a in d["axes"]
         for p in a.get("parted", [])
     ]
     if partings:
-        head = ["axis", "prompt", "step", "position", "token alone", "token here", "reference margin"]
+        head = ["axis", "prompt", "step", "position", "token alone", "token here", "reference margin", "first module"]
         parts += ["<h2>Where generations part</h2>", _table(head, partings, {1, 2, 3, 4, 5, 6})]
     return "".join(parts) + _fingerprint(d.get("fingerprint"))
 
