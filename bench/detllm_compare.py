@@ -107,7 +107,7 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def trace_partings(alone: list[dict], other: list[dict]) -> list[str]:
+def trace_partings(alone: list[dict], other: list[dict], order=None) -> list[str]:
     """Where each prompt's new tokens in ``other`` first differ from ``alone`` (detllm's traces:
     ``generated_token_ids`` is the whole padded sequence, prompt included)."""
     found = []
@@ -120,12 +120,42 @@ def trace_partings(alone: list[dict], other: list[dict]) -> list[str]:
         if step is not None:
             x = new_a[step] if step < len(new_a) else None
             y = new_b[step] if step < len(new_b) else None
-            found.append(f"prompt {i} step {step} ({x} vs {y})")
+            found.append(f"prompt {order[i] if order else i} step {step} ({x} vs {y})")
     return found
 
 
-def run_detllm(exe: str, model_dir: Path, prompt_file: Path, work: Path, tier: int, args) -> dict:
-    out = work / f"detllm_tier{tier}"
+def short(value):
+    """The report's divergence with its sha256 hashes cut to 12 characters, for the table."""
+    if isinstance(value, dict):
+        return {
+            k: (v[:12] + "..." if k.endswith("_hash") and isinstance(v, str) else short(v)) for k, v in value.items()
+        }
+    return value
+
+
+def logprob_gaps(alone: list[dict], other: list[dict], order=None) -> list[str]:
+    """Per prompt, the largest gap between detllm's tier-2 logprobs of ``alone`` and ``other`` over
+    the steps before the tokens first differ (the same token chosen at the same step)."""
+    found = []
+    for i, (a, b) in enumerate(zip(alone, other)):
+        if not a.get("scores") or not b.get("scores"):
+            continue
+        new_a = a["generated_token_ids"][len(a["input_token_ids"]) :]
+        new_b = b["generated_token_ids"][len(b["input_token_ids"]) :]
+        gaps = []
+        for x, y, la, lb in zip(new_a, new_b, a["scores"], b["scores"]):
+            if x != y:
+                break
+            gaps.append(abs(la - lb))
+        if gaps:
+            found.append(f"prompt {order[i] if order else i}: {max(gaps):.3g} over {len(gaps)} equal tokens")
+    return found
+
+
+def run_detllm(exe: str, model_dir: Path, prompt_file: Path, work: Path, tier: int, args, order=None) -> dict:
+    """``detllm check`` at ``tier``; ``order``: the original index of each line of ``prompt_file``."""
+    label = f", prompt file in order {order}" if order else ""
+    out = work / f"detllm_{len(list(work.glob('detllm_*')))}_tier{tier}"
     cmd = [
         exe,
         "check",
@@ -149,7 +179,7 @@ def run_detllm(exe: str, model_dir: Path, prompt_file: Path, work: Path, tier: i
         str(out),
     ]
     rc, stdout, stderr, seconds = timed(cmd, work)
-    row = {"tool": f"detllm tier {tier}", "rc": rc, "seconds": seconds, "stdout": stdout, "stderr": stderr}
+    row = {"tool": f"detllm tier {tier}{label}", "rc": rc, "seconds": seconds, "stdout": stdout, "stderr": stderr}
     row["checked"] = f"{args.runs} runs at batch 1; batch 1,4 vs run 0" + (", logprobs" if tier >= 2 else "")
     report_path = out / "report.json"
     if not report_path.exists():
@@ -158,15 +188,17 @@ def run_detllm(exe: str, model_dir: Path, prompt_file: Path, work: Path, tier: i
     report = json.loads(report_path.read_text())
     details = report.get("details", {})
     row["verdict"] = f"{report['status']} {report['category']}"
-    row["where"] = json.dumps(details.get("batch_divergence") or details.get("first_divergence"))
+    row["where"] = json.dumps(short(details.get("batch_divergence") or details.get("first_divergence")))
     row["report_txt"] = (out / "report.txt").read_text()
     traces = out / "traces"
     run0 = read_jsonl(traces / "run_0.jsonl")
     row["trace_partings"] = {
-        name.stem: trace_partings(run0, read_jsonl(name))
+        name.stem: trace_partings(run0, read_jsonl(name), order)
         for name in sorted(traces.glob("*.jsonl"))
         if name.stem != "run_0"
     }
+    if tier >= 2 and (traces / "batch_4.jsonl").exists():
+        row["logprob_gaps"] = logprob_gaps(run0, read_jsonl(traces / "batch_4.jsonl"), order)
     return row
 
 
@@ -215,6 +247,12 @@ def main() -> None:
         prompts = save_model(model_dir)
         prompt_file = work / "prompts.jsonl"
         prompt_file.write_text("".join(json.dumps({"prompt": text(p)}) + "\n" for p in prompts))
+        # The same prompts with the longest (never padded in a batch) first: detllm's diff stops at
+        # the first row that differs, and a padded row differs in its input ids before its tokens.
+        longest = max(range(len(prompts)), key=lambda i: len(prompts[i]))
+        order = [longest] + [i for i in range(len(prompts)) if i != longest]
+        reordered = work / "prompts_longest_first.jsonl"
+        reordered.write_text("".join(json.dumps({"prompt": text(prompts[i])}) + "\n" for i in order))
         factory = work / "factory.py"
         factory.write_text(FACTORY.format(model_dir=str(model_dir), prompts=prompts))
         print(f"model: gpt2_twins saved in {model_dir}; prompts of {[len(p) for p in prompts]} tokens")
@@ -228,6 +266,7 @@ def main() -> None:
         rows = []
         for tier in [int(t) for t in args.tiers.split(",") if t.strip()]:
             rows.append(run_detllm(args.detllm, model_dir, prompt_file, work, tier, args))
+        rows.append(run_detllm(args.detllm, model_dir, reordered, work, 1, args, order))
         rows.append(run_samebits(f"{factory}:model", work, None, args))
         rows.append(run_samebits(f"{factory}:model", work, "repeat,batch", args))
 
@@ -235,10 +274,13 @@ def main() -> None:
             print(f"\n== {row['tool']} (exit {row['rc']}, {row['seconds']:.1f} s)")
             if row["tool"].startswith("detllm"):
                 print("stdout:", row["stdout"].strip() or "(empty)")
-                print("stderr:", row["stderr"].strip() or "(empty)")
+                logged = [line for line in row["stderr"].splitlines() if line.strip() and "Loading weights" not in line]
+                print("stderr (less the weight-loading progress bars):", "\n".join(logged) or "(empty)")
                 print("report.txt:\n" + row["report_txt"].rstrip())
                 for name, found in row.get("trace_partings", {}).items():
                     print(f"its traces, {name} vs run_0: {'; '.join(found) or 'no prompt parts'}")
+                if "logprob_gaps" in row:
+                    print("its tier-2 logprobs, batch_4 vs run_0 at equal tokens:", "; ".join(row["logprob_gaps"]))
             else:
                 print(row["stdout"].rstrip())
                 if row["rc"] not in (0, 1):

@@ -5,7 +5,8 @@ marks their padding), each prompt is generated alone (the reference), and again:
 alone with extra left padding (``padding``), as batching with longer prompts does, alone without
 the KV cache (``cache``: every step recomputes the whole sequence), and alone with the other
 attention implementation (``attention``: eager vs sdpa, where the model has both), and alone at
-one thread (``threads``: against the reference's thread count). With ``sample=True`` every
+one thread (``threads``: against the reference's thread count), and alone in a fresh
+interpreter (``process``: tokens and per-step score digests come back). With ``sample=True`` every
 generation samples from a generator seeded the same way (``seed``). Per axis,
 a verdict on the generated token ids and one on the per-step scores (bits); where two
 generations part, the prompt, the step, the token position, the two tokens and the margin
@@ -21,9 +22,10 @@ from typing import Any
 import torch
 
 from samebits.errors import UserError
+from samebits.measure.generate import Generator, step_digests
 from samebits.models.target import as_loaded, inputs_for
 
-AXES = ("repeat", "batch", "padding", "cache", "attention", "threads")
+AXES = ("repeat", "batch", "padding", "cache", "attention", "threads", "process")
 SCHEMA_VERSION = 1
 
 
@@ -103,46 +105,6 @@ def _prompts(example: Any) -> list[torch.Tensor]:
     if any(len(p) == 0 for p in prompts):
         raise UserError("--generate: a prompt is empty (its attention_mask is all zeros)")
     return prompts
-
-
-class _Generator:
-    def __init__(self, model: Any, max_new_tokens: int, seed: int | None = None) -> None:
-        if not callable(getattr(model, "generate", None)):
-            raise UserError("--generate needs a model with a transformers-style generate()")
-        self.model, self.n, self.seed = model, max_new_tokens, seed  # seed: sample, seeded alike
-        config = getattr(model, "config", None)
-        pad = getattr(config, "pad_token_id", None)
-        eos = getattr(config, "eos_token_id", None)
-        self.pad = pad if pad is not None else (eos if isinstance(eos, int) else 0)
-
-    def __call__(
-        self, prompts: list[torch.Tensor], extra: int = 0, use_cache: bool = True
-    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """Greedy generation of ``prompts`` in one batch, left-padded to the longest plus ``extra``:
-        per prompt (tokens [n], scores [n, vocab])."""
-        width = max(len(p) for p in prompts) + extra
-        ids = torch.full((len(prompts), width), self.pad, dtype=prompts[0].dtype)
-        mask = torch.zeros((len(prompts), width), dtype=torch.long)
-        for i, p in enumerate(prompts):
-            ids[i, width - len(p) :] = p
-            mask[i, width - len(p) :] = 1
-        with torch.inference_mode(), torch.random.fork_rng(devices=[]):  # the caller's RNG left as it was
-            if self.seed is not None:
-                torch.manual_seed(self.seed)
-            out = self.model.generate(
-                input_ids=ids,
-                attention_mask=mask,
-                max_new_tokens=self.n,
-                min_new_tokens=self.n,
-                do_sample=self.seed is not None,
-                output_scores=True,
-                return_dict_in_generate=True,
-                pad_token_id=self.pad,
-                use_cache=use_cache,
-            )
-        tokens = out.sequences[:, width:]
-        scores = torch.stack(list(out.scores), dim=1).float()
-        return [(tokens[i].clone(), scores[i].clone()) for i in range(len(prompts))]
 
 
 class _Skip(Exception):
@@ -226,18 +188,45 @@ def _localise(model: Any, reference: Any, other: Any, step: int) -> tuple[str | 
     return found.call.label, found.call.type, how
 
 
+def _in_a_fresh_process(
+    loaded: Any, example: Any, prompts: list[torch.Tensor], n: int, seed: int | None
+) -> list[tuple[torch.Tensor, list[str]]]:
+    """Each prompt generated alone in a fresh interpreter: (tokens, per-step score digests)."""
+    from samebits.measure.processes import ChildJob, ChildRunner
+    from samebits.models.target import spec_of
+
+    with ChildRunner(
+        loaded.model, example, spec=spec_of(loaded), seed=0, device="cpu", dtype=None, timeout=600
+    ) as runner:
+        if runner.skip_reason:
+            raise _Skip(runner.skip_reason)
+        params = {"prompts": [p.tolist() for p in prompts], "max_new_tokens": n, "seed": seed}
+        (result,) = runner.run([ChildJob("process", {}, task="generate", params=params)])
+    if result.error or result.data is None:
+        raise _Skip(f"the fresh process failed: {result.error}")
+    return [(torch.tensor(t, dtype=torch.long), d) for t, d in zip(result.data["tokens"], result.data["digests"])]
+
+
+def _first_score_difference(i: int, s0: torch.Tensor, other: Any) -> dict[str, Any] | None:
+    """Where prompt ``i``'s scores first differ from ``s0``: ``other`` is the other run's scores,
+    or its per-step digests (from another process: then no size is known)."""
+    if isinstance(other, list):
+        mine = step_digests(s0)
+        step = next((k for k in range(len(mine)) if k >= len(other) or mine[k] != other[k]), None)
+        return None if step is None else {"prompt": i, "step": step, "max_abs": None}
+    if torch.equal(s0, other):
+        return None
+    step = next(k for k in range(len(s0)) if not torch.equal(s0[k], other[k]))
+    diff = (s0[step] - other[step]).abs()
+    finite = diff[torch.isfinite(diff)]  # masked tokens are -inf in both
+    return {"prompt": i, "step": step, "max_abs": float(finite.max()) if finite.numel() else float("inf")}
+
+
 def _compare(axis: str, prompts: list[torch.Tensor], ref: list, other: list) -> GenerationAxis:
     parted, first_score = [], None
     for i, ((t0, s0), (t1, s1)) in enumerate(zip(ref, other)):
-        if first_score is None and not torch.equal(s0, s1):
-            step = next(k for k in range(len(s0)) if not torch.equal(s0[k], s1[k]))
-            diff = (s0[step] - s1[step]).abs()
-            finite = diff[torch.isfinite(diff)]  # masked tokens are -inf in both
-            first_score = {
-                "prompt": i,
-                "step": step,
-                "max_abs": float(finite.max()) if finite.numel() else float("inf"),
-            }
+        if first_score is None:
+            first_score = _first_score_difference(i, s0, s1)
         if not torch.equal(t0, t1):
             step = next(k for k in range(len(t0)) if t0[k] != t1[k])
             top = torch.topk(s0[step], 2).values
@@ -276,8 +265,9 @@ def check_generation(
     if unknown:
         raise UserError(f"unknown generation axis {unknown[0]!r}; choose from {', '.join(AXES)}")
     loaded = as_loaded(model_or_spec)
-    prompts = _prompts(inputs_for(loaded, inputs))
-    generate = _Generator(loaded.model.eval(), max_new_tokens, seed if sample else None)
+    example = inputs_for(loaded, inputs)
+    prompts = _prompts(example)
+    generate = Generator(loaded.model.eval(), max_new_tokens, seed if sample else None)
     reference = [generate([p])[0] for p in prompts]  # as the model is, like check's forward axes
     runs = {
         "repeat": lambda: [generate([p])[0] for p in prompts],
@@ -286,6 +276,7 @@ def check_generation(
         "cache": lambda: [generate([p], use_cache=False)[0] for p in prompts],
         "attention": lambda: _with_other_attention(generate.model, lambda: [generate([p])[0] for p in prompts]),
         "threads": lambda: _at_one_thread(lambda: [generate([p])[0] for p in prompts]),
+        "process": lambda: _in_a_fresh_process(loaded, example, prompts, max_new_tokens, generate.seed),
     }
     one = {  # one prompt's other run, to localise where it parts: (run, rows in that run, its row)
         "repeat": lambda i: (lambda: generate([prompts[i]]), 1, 0),
@@ -305,8 +296,10 @@ def check_generation(
                     first.module, first.module_type, first.module_note = _localise(
                         generate.model, alone, one[axis](first.prompt), first.step
                     )
-                else:
+                elif axis == "cache":
                     first.module_note = "not localised: without the cache every step recomputes the whole sequence"
+                else:
+                    first.module_note = "not localised: the other run was in another process"
             results.append(result)
         except _Skip as exc:
             results.append(GenerationAxis(axis, "skipped", "skipped", len(prompts), [], None, str(exc)))

@@ -67,8 +67,21 @@ def memory_task(model: Any, inputs: Any, job: dict) -> dict:
     return {"data": memory_growth(model, inputs, device=job.get("device", "cpu"), **job["params"])}
 
 
+def generate_task(model: Any, inputs: Any, job: dict) -> dict:
+    """Each prompt generated alone (:class:`samebits.measure.generate.Generator`): its tokens and
+    one digest per step of its scores."""
+    import torch
+
+    from samebits.measure.generate import Generator, step_digests
+
+    params = job["params"]
+    generate = Generator(model, int(params["max_new_tokens"]), params.get("seed"))
+    out = [generate([torch.tensor(p, dtype=torch.long)])[0] for p in params["prompts"]]
+    return {"data": {"tokens": [t.tolist() for t, _ in out], "digests": [step_digests(s) for _, s in out]}}
+
+
 # Child tasks by name. Layers above add theirs in their own entry module (runtime/child.py).
-TASKS: dict[str, Task] = {"trace": trace_task, "memory": memory_task}
+TASKS: dict[str, Task] = {"trace": trace_task, "memory": memory_task, "generate": generate_task}
 
 
 def run(job: dict, *, tasks: dict[str, Task] = TASKS, wrap: Callable[[Any, Any, dict], Any] | None = None) -> dict:
