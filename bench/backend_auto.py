@@ -7,7 +7,8 @@ printed and explained where a small tile is forced); backend="auto" >= 0.97x the
 backend at every batch size. "best same" is the fastest fixed backend with eager's bits (what
 auto may choose without allow_backend_drift), "best any" the fastest of all. `resnet18` is the ResNet-18-sized CNN of bench/resnet.py at 64x64
 inputs (224x224 would make the calibration up to batch 256 take minutes on 2 cores); `bert` is
-the tiny transformers BERT of the real-model suite (tests/real_models.py).
+the tiny transformers BERT of the real-model suite (tests/real_models.py); `tv_resnet18` is
+torchvision's resnet18 (random weights, 64x64), for a venv where torchvision imports.
 """
 
 from __future__ import annotations
@@ -44,6 +45,12 @@ def build(name: str) -> tuple[torch.nn.Module, ModelInputs]:
         from resnet import resnet18
 
         model, _ = resnet18()
+        return model, ModelInputs((torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(0)),), {})
+    if name == "tv_resnet18":  # torchvision's own, random weights (run this in a venv with torchvision)
+        import torchvision
+
+        torch.manual_seed(0)
+        model = torchvision.models.resnet18(weights=None).eval()
         return model, ModelInputs((torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(0)),), {})
     raise SystemExit(f"unknown model {name}")
 

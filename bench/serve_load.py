@@ -23,6 +23,11 @@ p99 latency, and how many answers' bits differ from the row run alone in this pr
 ``samebits.Predictor(model, example_inputs=example, max_batch_size=8).predict_one(row)``, the
 guarantee it makes.
 
+``--model-threads N`` runs every server's model at N intra-op threads (samebits ``--threads N``,
+and ``OMP_NUM_THREADS=N`` for all three): on 2 cores shared with the client, 1 leaves a core for
+the HTTP stacks. The client does no garbage collection while a cell runs (its own pauses would
+count as every server's latency).
+
 Targets (the serve issue): 0 of 2000 samebits answers differ from predict_one at every concurrency;
 on medium_mlp at concurrency 16 and 64, samebits req/s >= 1.5x LitServe's and p99 <= 0.7x
 LitServe's; at concurrency 1, samebits p50 within 1 ms of plain FastAPI's.
@@ -37,6 +42,7 @@ import collections
 import contextlib
 import dataclasses
 import datetime
+import gc
 import importlib.util
 import json
 import os
@@ -69,6 +75,7 @@ READY_LIMIT_S = 180.0
 STOP_GRACE_S = 5.0
 WARMUP_REQUESTS = 64
 HEADERS = {"content-type": "application/json"}
+MODEL_THREADS: int | None = None  # --model-threads: every server's model runs at this many threads
 
 
 # -- models and the v2 JSON body (shared by the bench and the servers it starts) -----------------
@@ -195,7 +202,19 @@ def free_port() -> int:
 def command(kind: str, model: str, port: int) -> list[str]:
     if kind == "samebits":
         spec = f"{MODELS_FILE}:{model}"
-        return [sys.executable, "-m", "samebits", "serve", spec, "--port", "0", "--max-batch-size", str(MAX_BATCH)]
+        threads = ["--threads", str(MODEL_THREADS)] if MODEL_THREADS else []
+        return [
+            sys.executable,
+            "-m",
+            "samebits",
+            "serve",
+            spec,
+            "--port",
+            "0",
+            "--max-batch-size",
+            str(MAX_BATCH),
+            *threads,
+        ]
     return [sys.executable, str(Path(__file__).resolve()), "--serve", kind, "--model", model, "--port", str(port)]
 
 
@@ -324,12 +343,33 @@ async def open_connections(client: Any, url: str, bodies: list[bytes], concurren
         await asyncio.gather(*calls, return_exceptions=True)
 
 
+@contextlib.contextmanager
+def quiet_collector() -> Any:
+    """No garbage collection in the client while a cell runs (what was loaded before frozen):
+    the client's own pauses would count as every server's latency."""
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+        gc.unfreeze()
+
+
 async def load(url: str, bodies: list[bytes], concurrency: int, kind: str, limit_s: float = CELL_LIMIT_S) -> Cell:
     """Send every body once, ``concurrency`` at a time, for at most ``limit_s``."""
     import httpx
 
     cell = Cell(kind, concurrency, len(bodies), 0.0, [], {}, collections.Counter(), False)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    with quiet_collector():
+        return await _timed_cell(url, bodies, concurrency, limits, cell, limit_s)
+
+
+async def _timed_cell(url: str, bodies: list[bytes], concurrency: int, limits: Any, cell: Cell, limit_s: float) -> Cell:
+    import httpx
+
     async with httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(limit_s)) as client:
         await open_connections(client, url, bodies, concurrency)
         order = iter(range(len(bodies)))
@@ -445,6 +485,8 @@ def run_model(name: str, servers: list[str], concurrencies: list[int], n: int, t
     print(f"\n{name}: references for {n} rows ...", flush=True)
     run = prepare_model(name, n, str(tmp / "bench-cache"))
     env = {**os.environ, "SAMEBITS_CACHE_DIR": str(tmp / f"serve-cache-{name}")}  # the server calibrates itself
+    if MODEL_THREADS:  # torch reads it at import, in every server alike
+        env["OMP_NUM_THREADS"] = str(MODEL_THREADS)
     for kind in servers:
         try:
             run_server(run, kind, concurrencies, env)
@@ -514,6 +556,7 @@ def print_header(n: int, servers: list[str], concurrencies: list[int]) -> None:
         f"python {platform.python_version()}, litserve {lit}"
     )
     print(f"servers {','.join(servers)}; concurrency {','.join(map(str, concurrencies))}; {n} requests per cell")
+    print(f"model threads in every server: {MODEL_THREADS or 'torch default'}")
     print(f"load average {load_average()} (anything else running on these cores skews every number)")
 
 
@@ -537,6 +580,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--models", type=lambda s: names(s, MODELS), help=f"comma-separated, of {','.join(MODELS)}")
     p.add_argument("--servers", type=lambda s: names(s, SERVERS), help=f"comma-separated, of {','.join(SERVERS)}")
     p.add_argument("--concurrency", type=lambda s: [int(x) for x in s.split(",")], help="[1,16,64; --quick: 1,16]")
+    p.add_argument(
+        "--model-threads",
+        type=int,
+        help="every server's model at N intra-op threads (samebits --threads N, OMP_NUM_THREADS for all) [torch's default]",
+    )
     p.add_argument("--serve", choices=("fastapi", "litserve"), help=argparse.SUPPRESS)  # a server, for the bench
     p.add_argument("--model", help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, help=argparse.SUPPRESS)
@@ -553,6 +601,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.serve:
         (serve_fastapi if args.serve == "fastapi" else serve_litserve)(args.model, args.port)
         return
+    global MODEL_THREADS
+    MODEL_THREADS = args.model_threads
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a killed bench still stops its servers
     servers = list(args.servers)
     if "litserve" in servers and ls is None:

@@ -117,3 +117,17 @@ def test_the_endpoint_batches_through_the_invariant_path(served):
     batched = run(ModelInputs((ps,), {"max_new_tokens": N}))
     alone = [run(ModelInputs(([p],), {"max_new_tokens": N}))[0] for p in ps]
     assert all(torch.equal(b, a) for b, a in zip(batched, alone))
+
+
+def test_threads_option_sets_the_model_threads_before_calibration():
+    import serve_models
+
+    before = torch.get_num_threads()
+    model, example = serve_models.mlp()
+    try:
+        app, predictor, _ = build(model, example, ServeOptions(threads=1))
+        assert torch.get_num_threads() == 1
+        assert predictor.fingerprint["threads"]["intra_op"] == 1  # calibrated at that count
+        predictor.close()
+    finally:
+        torch.set_num_threads(before)

@@ -60,6 +60,12 @@ def serve_command(
     pad_lengths: str = typer.Option(
         ",".join(map(str, D.pad_lengths)), "--pad-lengths", help="The bucket lengths; each calibrated once."
     ),
+    threads: Optional[int] = typer.Option(
+        None,
+        "--threads",
+        min=1,
+        help="The model's intra-op threads, set before calibration [default: every core]. Fewer leave cores for the HTTP stack.",
+    ),
     isolate: bool = typer.Option(
         False,
         "--isolate",
@@ -91,6 +97,7 @@ def serve_command(
         isolate=isolate,
         pad=tuple(pad or ()),
         pad_lengths=opts.parse_ints(pad_lengths, "--pad-lengths") or D.pad_lengths,
+        threads=threads,
     )
     if isolate:
         if input_file or input_shape or dtype or int_range:

@@ -24,3 +24,4 @@ class ServeOptions:
     isolate: bool = False  # the model in a child process, killed and restarted when a forward hangs
     pad: tuple[str, ...] = ()  # NAME:DIM[=VALUE]: inputs of variable length along DIM, padded to a bucket
     pad_lengths: tuple[int, ...] = (16, 32, 64, 128)  # the buckets: each length is padded to the next one
+    threads: int | None = None  # the model's intra-op threads (None: torch's default, every core)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import re
 import signal
 from collections.abc import Callable
@@ -33,6 +34,10 @@ def served(
 
     loaded = as_loaded(model_or_spec)
     example = inputs_for(loaded, inputs, hint="samebits serve needs example inputs to calibrate")
+    if options.threads:  # before the calibration: the verified sizes hold at this thread count
+        import torch
+
+        torch.set_num_threads(options.threads)
     if options.pad:
         return options.name or model_name(loaded.spec), *_served_padded(loaded, example, options, cache_dir)
     predictor = Predictor(
@@ -144,6 +149,9 @@ def serve(app: Any, options: ServeOptions = ServeOptions(), on_ready: Callable[[
 
         async def startup(self, sockets: Any = None) -> None:
             await super().startup(sockets)
+            # Everything loaded so far (torch, the model, the app) lives as long as the server:
+            # out of the collector's sight, a full collection no longer walks it mid-request
+            gc.freeze()
             if self.started and on_ready is not None:
                 on_ready(self.servers[0].sockets[0].getsockname()[1] if self.servers else options.port)
 
