@@ -7,7 +7,7 @@ import contextlib
 import hashlib
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import torch
@@ -294,19 +294,27 @@ def create_app(
         metrics.queue.set(batcher.queued_rows)
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-    @app.post("/v2/models/{model_name}/infer", openapi_extra=INFER_SCHEMA)
-    async def infer(model_name: str, request: Request) -> Response:
-        started = time.monotonic()
-        status = 200
+    @contextlib.contextmanager
+    def counted() -> Iterator[None]:
+        """The request counted by its status and timed, for /metrics."""
+        started, status = time.monotonic(), 200
         try:
-            known(model_name)
-            return await _infer(request)
+            yield
         except HTTPError as exc:
             status = exc.status
+            raise
+        except Exception:
+            status = 500
             raise
         finally:
             metrics.requests.labels(str(status)).inc()
             metrics.latency.observe(time.monotonic() - started)
+
+    @app.post("/v2/models/{model_name}/infer", openapi_extra=INFER_SCHEMA)
+    async def infer(model_name: str, request: Request) -> Response:
+        with counted():
+            known(model_name)
+            return await _infer(request)
 
     async def _body(request: Request) -> bytes:
         declared = request.headers.get("content-length")
@@ -324,8 +332,7 @@ def create_app(
     async def generate(model_name: str, request: Request) -> Response:
         """Greedy generation: ``{"input_ids": [...], "parameters": {"max_new_tokens": N}}`` ->
         ``{"output_ids": [...]}``, the tokens this prompt gets alone, whatever the load."""
-        started, status = time.monotonic(), 200
-        try:
+        with counted():
             known(model_name)
             if generating is None:
                 raise HTTPError(404, "this model has no transformers-style generate(): only /infer is served")
@@ -338,12 +345,6 @@ def create_app(
             if request_id is not None:
                 reply["id"] = request_id
             return JSONResponse(reply)
-        except HTTPError as exc:
-            status = exc.status
-            raise
-        finally:
-            metrics.requests.labels(str(status)).inc()
-            metrics.latency.observe(time.monotonic() - started)
 
     async def _infer(request: Request) -> Response:
         body = await _body(request)
