@@ -23,7 +23,8 @@ p99 latency, and how many answers' bits differ from the row run alone in this pr
 ``samebits.Predictor(model, example_inputs=example, max_batch_size=8).predict_one(row)``, the
 guarantee it makes.
 
-``--model-threads N`` runs every server's model at N intra-op threads (samebits ``--threads N``,
+``--pin`` puts the client on the first core and every server on the others, so that they do
+not take turns on the same cores. ``--model-threads N`` runs every server's model at N intra-op threads (samebits ``--threads N``,
 and ``OMP_NUM_THREADS=N`` for all three): on 2 cores shared with the client, 1 leaves a core for
 the HTTP stacks. The client does no garbage collection while a cell runs (its own pauses would
 count as every server's latency).
@@ -76,6 +77,7 @@ STOP_GRACE_S = 5.0
 WARMUP_REQUESTS = 64
 HEADERS = {"content-type": "application/json"}
 MODEL_THREADS: int | None = None  # --model-threads: every server's model runs at this many threads
+SERVER_CPUS: set[int] | None = None  # --pin: the cores the servers run on (the client keeps the rest)
 
 
 # -- models and the v2 JSON body (shared by the bench and the servers it starts) -----------------
@@ -238,6 +240,7 @@ def start(kind: str, model: str, env: dict[str, str]) -> Server:
         text=True,
         env=env,
         start_new_session=True,  # its own process group: LitServe's workers are stopped with it
+        preexec_fn=(lambda: os.sched_setaffinity(0, SERVER_CPUS)) if SERVER_CPUS else None,
     )
     server = Server(kind, proc, collections.deque(maxlen=40), None if kind == "samebits" else port)
     threading.Thread(target=_read_log, args=(server,), daemon=True).start()
@@ -557,6 +560,8 @@ def print_header(n: int, servers: list[str], concurrencies: list[int]) -> None:
     )
     print(f"servers {','.join(servers)}; concurrency {','.join(map(str, concurrencies))}; {n} requests per cell")
     print(f"model threads in every server: {MODEL_THREADS or 'torch default'}")
+    if SERVER_CPUS:
+        print(f"pinned: client on core {sorted(os.sched_getaffinity(0))}, servers on cores {sorted(SERVER_CPUS)}")
     print(f"load average {load_average()} (anything else running on these cores skews every number)")
 
 
@@ -585,6 +590,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=int,
         help="every server's model at N intra-op threads (samebits --threads N, OMP_NUM_THREADS for all) [torch's default]",
     )
+    p.add_argument(
+        "--pin",
+        action="store_true",
+        help="the client on the first core, every server (and its workers) on the others (Linux)",
+    )
     p.add_argument("--serve", choices=("fastapi", "litserve"), help=argparse.SUPPRESS)  # a server, for the bench
     p.add_argument("--model", help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, help=argparse.SUPPRESS)
@@ -601,8 +611,14 @@ def main(argv: list[str] | None = None) -> None:
     if args.serve:
         (serve_fastapi if args.serve == "fastapi" else serve_litserve)(args.model, args.port)
         return
-    global MODEL_THREADS
+    global MODEL_THREADS, SERVER_CPUS
     MODEL_THREADS = args.model_threads
+    if args.pin:
+        cores = sorted(os.sched_getaffinity(0))
+        if len(cores) < 2:
+            raise SystemExit("--pin needs at least 2 cores")
+        os.sched_setaffinity(0, {cores[0]})
+        SERVER_CPUS = set(cores[1:])
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a killed bench still stops its servers
     servers = list(args.servers)
     if "litserve" in servers and ls is None:
