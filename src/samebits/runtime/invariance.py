@@ -118,7 +118,7 @@ def time_forwards(forward_at: Callable[[int], Any], sizes: list[int], budget: fl
     """Median seconds of one forward at each size, the sizes timed in interleaved rounds (a
     warm-up call each first) within ``budget`` seconds."""
     fns = {str(size): (lambda size=size: forward_at(size)) for size in sorted(set(sizes))}
-    return {int(size): statistics.median(t) for size, t in interleaved_times(fns, rounds=30, budget=budget).items()}
+    return {int(size): statistics.median(t) for size, t in interleaved_times(fns, rounds=15, budget=budget).items()}
 
 
 def calibrate(

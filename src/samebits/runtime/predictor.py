@@ -432,7 +432,7 @@ class Predictor:
             return {}
         ran = set(inv.measured["tried"]) - set(inv.measured["failed"])
         batches = {s: self._example_at(s) for s in {*inv.sizes, 1, max(ran)} & ran}
-        return time_forwards(lambda s: self._run_at(batches[s], s), list(batches), min(2.0, budget / 2))
+        return time_forwards(lambda s: self._run_at(batches[s], s), list(batches), min(0.5, budget / 10))
 
     def _validate(self) -> dict[str, Any]:
         """This backend against eager on the example inputs (at a verified size)."""
