@@ -138,6 +138,7 @@ def test_bad_arguments_are_one_line_errors(tmp_path):
         ({"prompts": [torch.tensor([1, 2])], "max_new_tokens": 0}, "max_new_tokens"),
         ({"prompts": [torch.tensor([1, 2])], "max_new_tokens": 2, "tile": 0}, "tile and bucket"),
         ({"prompts": "hello", "max_new_tokens": 2}, "list of prompts"),
+        ({"prompts": [torch.ones(40, dtype=torch.long)], "max_new_tokens": 4}, "over this model's 64 positions"),
     ]:
         with pytest.raises(samebits.UserError, match=message):
             p.generate(**kwargs)

@@ -80,6 +80,7 @@ def test_concurrent_generate_requests_get_the_tokens_of_the_prompt_alone(served)
         ({"input_ids": [1], "parameters": {"max_new_tokens": 0}}, "max_new_tokens must be"),
         ({"input_ids": [1], "parameters": {"temperature": 0.7}}, "max_new_tokens only"),
         ({"input_ids": [1], "id": 5}, "'id' must be a string"),
+        ({"input_ids": [1] * 40, "parameters": {"max_new_tokens": 4}}, "over this model's 64 positions"),
     ],
 )
 def test_bad_generate_requests_get_400_and_one_line(served, body, says):

@@ -58,6 +58,21 @@ def prompt_list(prompts: Any) -> list[torch.Tensor]:
     return out
 
 
+DEFAULT_BUCKET = 32  # Predictor.generate's (and the served /generate's) bucket of prompt widths
+
+
+def check_fits(model: Any, length: int, bucket: int, n: int) -> None:
+    """A one-line error where a prompt padded to its bucket plus ``n`` new tokens is longer than
+    the model's positions (its config's ``max_position_embeddings`` or ``n_positions``)."""
+    config = getattr(model, "config", None)
+    limit = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+    if isinstance(limit, int) and width_of(length, bucket) + n > limit:
+        raise UserError(
+            f"a prompt of {length} tokens runs padded to {width_of(length, bucket)}; with {n} new tokens that is over "
+            f"this model's {limit} positions"
+        )
+
+
 def width_of(length: int, bucket: int) -> int:
     """The padded width of a prompt of ``length`` tokens: the next multiple of ``bucket`` that
     leaves at least one pad token."""
@@ -140,6 +155,8 @@ class TileGenerator:
             self.model.set_attn_implementation(current)
 
     def generate(self, prompts: list[torch.Tensor], n: int, scores: bool, check: bool) -> list[Generation]:
+        for p in prompts:
+            check_fits(self.model, len(p), self.bucket, n)
         out: list[Generation | None] = [None] * len(prompts)
         by_width: dict[int, list[int]] = {}
         for i, p in enumerate(prompts):

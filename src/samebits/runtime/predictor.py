@@ -528,7 +528,7 @@ class Predictor:
         max_new_tokens: int = 20,
         *,
         tile: int | None = None,
-        bucket: int = 32,
+        bucket: int = 32,  # runtime.generate.DEFAULT_BUCKET
         return_scores: bool = False,
         check: bool = True,
         attention: str | None = "eager",

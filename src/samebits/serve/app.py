@@ -337,7 +337,7 @@ def create_app(
             if generating is None:
                 raise HTTPError(404, "this model has no transformers-style generate(): only /infer is served")
             try:
-                inputs, request_id = parse_generate(await _body(request), vocab)
+                inputs, request_id = parse_generate(await _body(request), vocab, predictor.model)
             except BadGenerate as exc:
                 raise HTTPError(400, str(exc)) from None
             (tokens,) = await submitted(generating, inputs)

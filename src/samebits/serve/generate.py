@@ -11,7 +11,9 @@ from typing import Any
 
 import torch
 
+from samebits.errors import UserError
 from samebits.models.inputs import ModelInputs
+from samebits.runtime.generate import DEFAULT_BUCKET, check_fits
 from samebits.serve.batcher import Batcher
 from samebits.serve.options import ServeOptions
 
@@ -39,7 +41,7 @@ def generate_batcher(predictor: Any, options: ServeOptions) -> Batcher:
     return Batcher.for_options(run, options, key=lambda inputs: inputs.kwargs["max_new_tokens"])
 
 
-def parse_generate(body: bytes, vocab: int | None) -> tuple[ModelInputs, str | None]:
+def parse_generate(body: bytes, vocab: int | None, model: Any = None) -> tuple[ModelInputs, str | None]:
     """(the batcher's inputs for one prompt, the request id); :class:`BadGenerate` otherwise."""
     try:
         request = json.loads(body)
@@ -64,6 +66,10 @@ def parse_generate(body: bytes, vocab: int | None) -> tuple[ModelInputs, str | N
     request_id = request.get("id")
     if request_id is not None and not isinstance(request_id, str):
         raise BadGenerate("'id' must be a string")
+    try:  # one request too long for the model must not fail the batch it would join
+        check_fits(model, len(ids), DEFAULT_BUCKET, n)
+    except UserError as exc:
+        raise BadGenerate(str(exc)) from None
     return ModelInputs(([torch.tensor(ids, dtype=torch.long)],), {"max_new_tokens": n}), request_id
 
 
