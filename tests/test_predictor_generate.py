@@ -10,6 +10,7 @@ pytest.importorskip("transformers", reason="the generation tests build tiny tran
 
 import real_models  # noqa: E402
 import samebits  # noqa: E402
+from samebits.measure.generate import Generator  # noqa: E402
 from samebits.runtime.generate import NotInvariant, width_of  # noqa: E402
 
 N = 8
@@ -21,26 +22,9 @@ def prompts(count=20, seed=3):
 
 
 def plain(model, batch, n=N):
-    """``model.generate`` on a left-padded batch (as a server would run it): per prompt
-    (tokens, scores)."""
-    width = max(len(p) for p in batch)
-    ids = torch.zeros((len(batch), width), dtype=torch.long)
-    mask = torch.zeros_like(ids)
-    for i, p in enumerate(batch):
-        ids[i, width - len(p) :], mask[i, width - len(p) :] = p, 1
-    with torch.inference_mode():
-        out = model.generate(
-            input_ids=ids,
-            attention_mask=mask,
-            max_new_tokens=n,
-            min_new_tokens=n,
-            do_sample=False,
-            pad_token_id=0,
-            output_scores=True,
-            return_dict_in_generate=True,
-        )
-    scores = torch.stack(list(out.scores), 1)
-    return [(out.sequences[i, width:], scores[i]) for i in range(len(batch))]
+    """``model.generate`` on a left-padded batch (as a server would run it), ``n`` forced steps:
+    per prompt (tokens, scores)."""
+    return Generator(model, n)(batch)
 
 
 def served(predictor, ps, size, order):
