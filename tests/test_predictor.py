@@ -310,3 +310,14 @@ def test_the_plan_says_what_a_lone_sample_and_a_small_tile_cost():
     assert "a single sample runs padded to 4 rows" in single and "2.0x the time of a 1-row forward" in single
     assert "largest verified batch size 8 (tried up to 16)" in tile and "0.62x the throughput of plain batching" in tile
     assert Invariance("class", [1, 2, 4], {"seconds_by_size": {"1": 1, "2": 1, "4": 1}}).notes() == []
+
+
+def test_inputs_are_cast_to_the_dtype_the_model_was_cast_to(cache):
+    # predict() used to pass float32 batches to a bfloat16 model: a raw dtype-mismatch error
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 4)
+    p = samebits.Predictor(model, example_inputs=torch.randn(4, 8), dtype="bfloat16", cache_dir=cache, max_batch_size=8)
+    x = torch.randn(4, 8)
+    out = p.predict(x)
+    assert out.dtype == torch.bfloat16
+    assert torch.equal(p.predict_one(x[1]), out[1])  # and a sample's bits are still its own

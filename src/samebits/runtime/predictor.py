@@ -128,7 +128,7 @@ class Predictor:
             example_inputs,
             hint="the Predictor needs example inputs (example_inputs=...) to calibrate and validate",
         )
-        self.device, self.backend, self.seed = device, backend, seed
+        self.device, self.backend, self.seed, self.dtype = device, backend, seed, dtype
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self._lock = threading.RLock()
         self._release: weakref.finalize | None = None
@@ -507,11 +507,15 @@ class Predictor:
 
     def _prepare(self, inputs: Any) -> ModelInputs:
         given = ModelInputs.from_example(inputs)
-        if self.device == "cpu" and all(
-            isinstance(t, torch.Tensor) and t.device.type == "cpu" for t in (*given.args, *given.kwargs.values())
+        if (
+            self.device == "cpu"
+            and self.dtype is None
+            and all(
+                isinstance(t, torch.Tensor) and t.device.type == "cpu" for t in (*given.args, *given.kwargs.values())
+            )
         ):
             return given  # tensors already where the model is (the common case): no walk
-        _, moved = prepare(None, given, self.device)
+        _, moved = prepare(None, given, self.device, self.dtype)  # floats cast to the model's dtype, as the example was
         return moved
 
     def predict(self, batch: Any) -> Any:
