@@ -15,7 +15,7 @@ from typing import Any
 
 from samebits.measure.timing import interleaved_times
 from samebits.tensors import tree
-from samebits.tensors.compare import compare
+from samebits.runtime.invariance import bits_against, candidate_sizes
 
 # torch.compile is left out unless asked for: it builds one kernel set per batch shape
 # (minutes over nine sizes); TensorRT only where there is a CUDA device.
@@ -35,9 +35,7 @@ def sizes_of(member: Any) -> list[int]:
     """The batch sizes a member runs: its verified ones, or with invariance off every candidate."""
     if member.invariance.scheme != "off":
         return list(member.invariance.sizes)
-    return sorted(
-        {s for s in (1, 2, 4, 8, 16, 32, 64, 128, 256) if s <= member.max_batch_size} | {member.max_batch_size}
-    )
+    return candidate_sizes(member.max_batch_size)
 
 
 def drift(eager: Any, member: Any) -> dict[str, Any]:
@@ -49,15 +47,7 @@ def drift(eager: Any, member: Any) -> dict[str, Any]:
     size = common[-1]
     batch = eager._example_at(size)
     ours, theirs = tree.move(member._run_at(batch, size), "cpu"), tree.move(eager._run_at(batch, size), "cpu")
-    result = compare(theirs, ours)
-    worst = result.first_difference()
-    return {
-        "identical": result.identical,
-        "max_abs": worst.max_abs if worst else 0.0,
-        "max_rel": worst.max_rel if worst else 0.0,
-        "difference": worst.brief() if worst else "identical bits",
-        "batch_size": size,
-    }
+    return bits_against(theirs, ours, size)
 
 
 def time_sizes(members: dict[str, Any], budget: float) -> dict[str, dict[int, float]]:

@@ -114,6 +114,26 @@ def _cheapest(n: int, costs: tuple[tuple[int, float], ...]) -> list[tuple[int, i
     return [(bulk_size, bulk_size)] * bulk + sorted(tail, key=lambda c: -c[0])
 
 
+def candidate_sizes(max_batch_size: int) -> list[int]:
+    """The batch sizes a calibration tries: powers of two up to ``max_batch_size``, and it."""
+    return sorted({s for s in (1, 2, 4, 8, 16, 32, 64, 128, 256) if s <= max_batch_size} | {max_batch_size})
+
+
+def bits_against(reference: Any, ours: Any, size: int | None) -> dict[str, Any]:
+    """Whether ``ours`` has the bits of ``reference`` (both on the CPU), and the first difference."""
+    from samebits.tensors.compare import compare
+
+    result = compare(reference, ours)
+    worst = result.first_difference()
+    return {
+        "identical": result.identical,
+        "max_abs": worst.max_abs if worst else 0.0,
+        "max_rel": worst.max_rel if worst else 0.0,
+        "difference": worst.brief() if worst else "identical bits",
+        "batch_size": size,
+    }
+
+
 def time_forwards(forward_at: Callable[[int], Any], sizes: list[int], budget: float) -> dict[int, float]:
     """Median seconds of one forward at each size, the sizes timed in interleaved rounds (a
     warm-up call each first) within ``budget`` seconds."""

@@ -34,9 +34,8 @@ from samebits.measure.batching import (
     take_sample,
 )
 from samebits.measure.prepare import prepare
-from samebits.runtime.invariance import Invariance, calibrate, time_forwards
+from samebits.runtime.invariance import Invariance, bits_against, calibrate, candidate_sizes, time_forwards
 from samebits.tensors import tree
-from samebits.tensors.compare import compare
 
 DEFAULT_MAX_BATCH = 256
 
@@ -244,13 +243,7 @@ class Predictor:
             return Invariance("off", [], {"reason": "invariant=False"})
         if self._sample is None:
             raise UserError("invariant=True needs inputs with a batch dimension (dim 0); pass invariant=False")
-        candidates = (
-            [tile]
-            if tile
-            else sorted(
-                {s for s in (1, 2, 4, 8, 16, 32, 64, 128, 256) if s <= self.max_batch_size} | {self.max_batch_size}
-            )
-        )
+        candidates = [tile] if tile else candidate_sizes(self.max_batch_size)
         key = artifact_key(
             self.model,
             {
@@ -443,17 +436,8 @@ class Predictor:
         with torch.inference_mode():
             ours = self._run_at(example, size)
             eager = example.call(self.model)
-        result = compare(tree.move(eager, "cpu"), tree.move(ours, "cpu"))
-        worst = result.first_difference()
-        return {
-            "backend": self.backend,
-            "against": "eager",
-            "identical": result.identical,
-            "max_abs": worst.max_abs if worst else 0.0,
-            "max_rel": worst.max_rel if worst else 0.0,
-            "difference": worst.brief() if worst else "identical bits",
-            "batch_size": size,
-        }
+        difference = bits_against(tree.move(eager, "cpu"), tree.move(ours, "cpu"), size)
+        return {"backend": self.backend, "against": "eager", **difference}
 
     # -- running -----------------------------------------------------------------------------
     def _run_at(self, batch: ModelInputs, size: int | None) -> Any:
