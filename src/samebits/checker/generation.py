@@ -21,6 +21,8 @@ from typing import Any
 
 import torch
 
+from samebits.checker.generation_causes import EXPLAIN, Ctx, Site, last_position_of_row, process_cause
+from samebits.checker.report import Cause
 from samebits.errors import UserError
 from samebits.measure.generate import Generator, step_digests
 from samebits.models.target import as_loaded, inputs_for
@@ -65,6 +67,7 @@ class GenerationReport:
     seconds: float = 0.0
     schema_version: int = SCHEMA_VERSION
     sampling: dict[str, Any] | None = None  # {"seed": S} with --sample; None: greedy
+    causes: list[Cause] = dataclasses.field(default_factory=list)  # one per axis that differs, measured
 
     @property
     def ok(self) -> bool:
@@ -138,21 +141,6 @@ def _at_one_thread(run: Any) -> Any:
         return run()
 
 
-def _last_position_of_row(n: int, i: int) -> Any:
-    """A selection for the module hooks: row ``i`` of tensors whose leading dim is ``n``, and of
-    those with a sequence dim (2-D and up) the last position only, the one the next token is
-    read from: the same in a prompt run alone and left-padded inside a batch."""
-    from samebits.tensors import tree
-
-    def one(t: torch.Tensor) -> torch.Tensor:
-        if t.dim() == 0 or t.shape[0] != n:
-            return t
-        t = t[i : i + 1]
-        return t[:, -1:] if t.dim() >= 2 and t.shape[1] > 0 else t
-
-    return lambda obj: tree.map_tensors(one, obj)
-
-
 def _step_calls(calls: list[Any], step: int) -> list[Any]:
     """The module calls of the model's ``step``-th forward (completion order: a forward's calls
     end with the model's own)."""
@@ -167,25 +155,30 @@ def _step_calls(calls: list[Any], step: int) -> list[Any]:
     return out
 
 
-def _localise(model: Any, reference: Any, other: Any, step: int) -> tuple[str | None, str | None, str]:
-    """(module, type, note): the first module whose output differs at ``step`` between the
-    reference run and the other, each given as ``(run, n_rows, row)``."""
+def _localise(model: Any, site: Site) -> str:
+    """Fill in ``site``'s module: the first whose output differs at the site's step between its
+    reference run and its other run; return how it was found, or why it could not be."""
     from samebits.measure.trace import Trace, first_divergence, module_hooks
 
     if not isinstance(model, torch.nn.Module):
-        return None, None, "not localised: hooks need an nn.Module"
+        return "not localised: hooks need an nn.Module"
     traces = []
-    for run, n, row in (reference, other):
-        with module_hooks(model, _last_position_of_row(n, row)) as (calls, _):
+    for run, n, row in (site.reference, site.other):
+        with module_hooks(model, last_position_of_row(n, row)) as (calls, _):
             run()
-        traces.append(Trace({}, _step_calls(list(calls), step)))
+        traces.append(Trace({}, _step_calls(list(calls), site.step)))
     found = first_divergence(*traces)
     if found is None:
-        return None, None, "not localised: no module's output differed at the prompt's last position in that step"
+        return "not localised: no module's output differed at the prompt's last position in that step"
+    site.module, site.module_type, site.call = found.call.name, found.call.type, found.call.call
+    site.inputs_identical = found.inputs_identical
+    innermost = next(call for call, differs in found.calls if differs)
+    if innermost.key != found.call.key:
+        site.first_output = f"{innermost.name} ({innermost.type})"
     how = "compared at the prompt's last position"
     if not found.inputs_identical:
         how += "; its inputs differed too (the KV cache of a longer, padded sequence, or code between modules)"
-    return found.call.label, found.call.type, how
+    return how
 
 
 def _in_a_fresh_process(
@@ -278,31 +271,43 @@ def check_generation(
         "threads": lambda: _at_one_thread(lambda: [generate([p])[0] for p in prompts]),
         "process": lambda: _in_a_fresh_process(loaded, example, prompts, max_new_tokens, generate.seed),
     }
-    one = {  # one prompt's other run, to localise where it parts: (run, rows in that run, its row)
+    one = {  # one prompt's other run, to localise where it differs: (run, rows in that run, its row)
         "repeat": lambda i: (lambda: generate([prompts[i]]), 1, 0),
         "batch": lambda i: (lambda: generate(prompts), len(prompts), i),
         "padding": lambda i: (lambda: generate([prompts[i]], extra=padding), 1, 0),
+        "cache": lambda i: (lambda: generate([prompts[i]], use_cache=False), 1, 0),
         "attention": lambda i: (lambda: _with_other_attention(generate.model, lambda: generate([prompts[i]])), 1, 0),
         "threads": lambda i: (lambda: _at_one_thread(lambda: generate([prompts[i]])), 1, 0),
     }
-    results = []
+    ctx = Ctx(generate.model, generate, prompts, reference, padding, _with_other_attention, _at_one_thread)
+    results: list[GenerationAxis] = []
+    causes: list[Cause] = []
     for axis in axes:
         try:
             result = _compare(axis, prompts, reference, runs[axis]())
-            if result.parted:  # the first parting, localised to the module where that step's forward differs
-                first = result.parted[0]
-                if axis in one:
-                    alone = (lambda i=first.prompt: generate([prompts[i]]), 1, 0)
-                    first.module, first.module_type, first.module_note = _localise(
-                        generate.model, alone, one[axis](first.prompt), first.step
-                    )
-                elif axis == "cache":
-                    first.module_note = "not localised: without the cache every step recomputes the whole sequence"
-                else:
-                    first.module_note = "not localised: the other run was in another process"
-            results.append(result)
         except _Skip as exc:
             results.append(GenerationAxis(axis, "skipped", "skipped", len(prompts), [], None, str(exc)))
+            continue
+        results.append(result)
+        if result.tokens == "identical" and result.scores == "identical":
+            continue
+        # where: the first parting, else where the scores' bits first move; localised and explained
+        first = result.parted[0] if result.parted else None
+        moved = result.first_score_difference or {"prompt": 0, "step": 0}
+        prompt, step = (first.prompt, first.step) if first else (moved["prompt"], moved["step"])
+        if axis not in one:
+            if first:
+                first.module_note = "not localised: the other run was in another process"
+            repeats = next((a for a in results if a.axis == "repeat"), None)
+            if axis == "process" and (repeats is None or repeats.scores == "identical"):
+                agree = "; generations repeated in this process agree" if repeats else ""
+                causes.append(process_cause(f"at prompt {prompt}, step {step}, in a fresh interpreter{agree}"))
+            continue
+        site = Site(axis, prompt, step, (lambda i=prompt: generate([prompts[i]]), 1, 0), one[axis](prompt))
+        note = _localise(generate.model, site)
+        if first:
+            first.module, first.module_type, first.module_note = site.module, site.module_type, note
+        causes.append(EXPLAIN[axis](ctx, site))
     return GenerationReport(
         loaded.spec,
         [len(p) for p in prompts],
@@ -311,4 +316,5 @@ def check_generation(
         Fingerprint.capture().to_dict(),
         time.monotonic() - started,
         sampling={"seed": seed} if sample else None,
+        causes=causes,
     )

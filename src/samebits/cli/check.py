@@ -206,6 +206,7 @@ def _check_generation(
                 )
             elif p.module_note:
                 console.print(f"  {escape(p.module_note)}")
+    print_causes(console, report.causes)
     raise typer.Exit(report.exit_code)
 
 
@@ -252,15 +253,19 @@ def render(console: Console, report) -> None:  # report: CheckReport
                 console.print(fitted_table(head, shown, {2, 3}, console.width, padding=(0, 2)))
                 if len(o.growth) > GROWTH_SHOWN:
                     console.print(f"  ... {len(o.growth) - GROWTH_SHOWN} more modules differ (all in --json)")
-    if report.causes:
-        console.print("\n[bold]Causes[/bold] (each measured)")
-        for c in report.causes:
-            mark = " (verified by re-run)" if c.verified else ""
-            console.print(
-                f"- [bold]{escape(c.code)}[/bold]: {escape(c.summary)}\n  evidence: {escape(c.evidence)}{mark}\n  fix: {escape(c.fix)}"
-            )
+    print_causes(console, report.causes)
     if report.localization:
         console.print(f"\n{escape(report.localization)}")
+
+
+def print_causes(console: Console, causes: list) -> None:  # list[Cause]
+    if causes:
+        console.print("\n[bold]Causes[/bold] (each measured)")
+    for c in causes:
+        mark = " (verified by re-run)" if c.verified else ""
+        console.print(
+            f"- [bold]{escape(c.code)}[/bold]: {escape(c.summary)}\n  evidence: {escape(c.evidence)}{mark}\n  fix: {escape(c.fix)}"
+        )
 
 
 def register(app: typer.Typer) -> None:

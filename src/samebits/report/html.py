@@ -86,19 +86,24 @@ def _check(d: dict[str, Any]) -> str:
         if o.get("growth"):
             growth = [[g["module"], g["type"], _num(g["max_abs"]), f"{g['mismatched_pct']:.1f}%"] for g in o["growth"]]
             parts.append(_table(["module", "type", "max abs diff", "elements differing"], growth, {2, 3}))
-    if d.get("causes"):
-        parts.append("<h2>Causes (each measured)</h2><ul>")
-        for c in d["causes"]:
-            verified = " (verified by re-run)" if c.get("verified") else ""
-            parts.append(
-                f"<li><b>{_e(c['code'])}</b>: {_e(c['summary'])}<br><span class='muted'>evidence:</span> "
-                f"{_e(c['evidence'])}{_e(verified)}<br><span class='muted'>fix:</span> {_e(c['fix'])}</li>"
-            )
-        parts.append("</ul>")
+    parts.append(_causes(d.get("causes")))
     if d.get("localization"):
         parts.append(f"<p class='muted'>{_e(d['localization'])}</p>")
     parts.append(_fingerprint(d.get("fingerprint")))
     return "".join(parts)
+
+
+def _causes(causes: list[dict[str, Any]] | None) -> str:
+    if not causes:
+        return ""
+    parts = ["<h2>Causes (each measured)</h2><ul>"]
+    for c in causes:
+        verified = " (verified by re-run)" if c.get("verified") else ""
+        parts.append(
+            f"<li><b>{_e(c['code'])}</b>: {_e(c['summary'])}<br><span class='muted'>evidence:</span> "
+            f"{_e(c['evidence'])}{_e(verified)}<br><span class='muted'>fix:</span> {_e(c['fix'])}</li>"
+        )
+    return "".join(parts) + "</ul>"
 
 
 def _check_generate(d: dict[str, Any]) -> str:
@@ -128,7 +133,7 @@ def _check_generate(d: dict[str, Any]) -> str:
     if partings:
         head = ["axis", "prompt", "step", "position", "token alone", "token here", "reference margin", "first module"]
         parts += ["<h2>Where generations part</h2>", _table(head, partings, {1, 2, 3, 4, 5, 6})]
-    return "".join(parts) + _fingerprint(d.get("fingerprint"))
+    return "".join(parts) + _causes(d.get("causes")) + _fingerprint(d.get("fingerprint"))
 
 
 def _verify(d: dict[str, Any]) -> str:

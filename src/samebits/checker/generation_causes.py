@@ -1,0 +1,453 @@
+"""Causes of the differences ``check --generate`` finds, each measured by a controlled re-run:
+the module where that step's forward first differs is re-run alone on the inputs it had in the
+two runs (and, when it works row by row, on the one row of interest at other row counts: its
+row-count classes at that shape); whole generations are re-run with one factor changed at a
+time (the batch's rows without its padding, its padding without its rows, the batch's shape
+with only copies of the prompt); and the fix is named, verified where a re-run can show it."""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+from samebits.checker.report import Cause
+from samebits.measure.invariance import format_groups
+from samebits.tensors import tree
+from samebits.tensors.digest import RUN_DIGEST, leaf_digest
+
+Run = tuple[Callable[[], Any], int, int]  # (run the generation, rows in it, the prompt's row)
+MAX_ROWS = 4096  # the row-count re-run tries at most this many rows
+
+
+@dataclasses.dataclass
+class Site:
+    """Where an axis's generations first differ: the prompt, the step, the two runs, and the
+    module call found first there (``module`` the dotted name, ``call`` its call index in the
+    run, ``inputs_identical`` whether its inputs at the prompt's last position were equal)."""
+
+    axis: str
+    prompt: int
+    step: int
+    reference: Run
+    other: Run
+    module: str | None = None
+    module_type: str | None = None
+    call: int = 0
+    inputs_identical: bool = False
+    first_output: str | None = None  # the first module call whose output differs, when not ``module``
+
+    @property
+    def start(self) -> str:
+        """Where the difference starts, as a clause for a cause's summary."""
+        if self.module is None:
+            return ""
+        if self.first_output or not self.inputs_identical:
+            inner = self.first_output or f"{self.module} ({self.module_type})"
+            parent = inner.split(" ")[0].rpartition(".")[0] or "the model"
+            return f", starting inside {parent}, between its modules (the first module output to differ is {inner}'s)"
+        return f", starting in {self.module} ({self.module_type})"
+
+    @property
+    def where(self) -> str:
+        at = f"prompt {self.prompt}, step {self.step}"
+        if self.module is None:
+            return at
+        how = "with identical inputs" if self.inputs_identical else "its inputs differing too"
+        inner = f" (the first module output to differ is {self.first_output}'s)" if self.first_output else ""
+        return f"{at}: first in {self.module} ({self.module_type}), {how}{inner}"
+
+
+def last_position_of_row(n: int, i: int) -> Callable[[Any], Any]:
+    """A selection: row ``i`` of tensors whose leading dim is ``n`` and, of those with a sequence
+    dim (2-D and up), the last position only, the one the next token is read from: the same in a
+    prompt run alone and left-padded inside a batch."""
+
+    def one(t: torch.Tensor) -> torch.Tensor:
+        if t.dim() == 0 or t.shape[0] != n:
+            return t
+        t = t[i : i + 1]
+        return t[:, -1:] if t.dim() >= 2 and t.shape[1] > 0 else t
+
+    return lambda obj: tree.map_tensors(one, obj)
+
+
+@contextlib.contextmanager
+def _pre_hook(module: torch.nn.Module, hook: Callable[..., None]) -> Iterator[None]:
+    handle = module.register_forward_pre_hook(hook, with_kwargs=True)
+    try:
+        yield
+    finally:
+        handle.remove()
+
+
+def captured_call(model: torch.nn.Module, run: Callable[[], Any], name: str, call: int) -> tuple | None:
+    """A deep copy of the ``(args, kwargs)`` call ``call`` of module ``name`` received during
+    ``run()``; ``None`` when that call did not happen or its inputs cannot be copied."""
+    module = dict(model.named_modules()).get(name)
+    if module is None:
+        return None
+    seen: list[tuple | None] = []
+    count = [0]
+
+    def hook(mod: Any, args: Any, kwargs: Any) -> None:
+        if count[0] == call:
+            try:  # deep: a KV cache among the inputs is updated in place by the call
+                seen.append(copy.deepcopy((args, dict(kwargs))))
+            except Exception:  # inputs that cannot be copied: the module is not re-run alone
+                seen.append(None)
+        count[0] += 1
+
+    with _pre_hook(module, hook):
+        run()
+    return seen[0] if seen else None
+
+
+def _row_input(captured: tuple | None) -> torch.Tensor | None:
+    """The one ``[rows, positions, features]`` tensor a row-wise module (Linear, a norm, an MLP)
+    was called with, else None."""
+    if captured is None:
+        return None
+    args, kwargs = captured
+    if len(args) != 1 or any(v is not None for v in kwargs.values()):
+        return None
+    x = args[0]
+    return x if isinstance(x, torch.Tensor) and x.dim() == 3 and x.is_floating_point() else None
+
+
+def _selected(obj: Any, n: int, row: int) -> list[torch.Tensor]:
+    picked = last_position_of_row(n, row)(obj)
+    try:
+        return [t for t in tree.flatten(picked).values() if isinstance(t, torch.Tensor)]
+    except tree.TreeError:
+        return []
+
+
+def _same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
+    return len(a) == len(b) and all(x.shape == y.shape and torch.equal(x, y) for x, y in zip(a, b))
+
+
+@dataclasses.dataclass
+class ModuleRerun:
+    """The module found first, re-run alone on each run's inputs: whether that reproduces the
+    difference at the prompt's row, and (a row-wise module) the row-count classes of that row."""
+
+    reproduced: bool | None  # None: it could not be re-run alone (inputs that cannot be copied)
+    rows: tuple[int, int] | None = None  # rows the module saw in the reference call and the other
+    classes: str = ""  # "{1} {2..8}": n whose call gives the row (last of n copies) the same bits
+    copies_reproduce: bool = False  # copies of the row at each call's count and place give both runs' bits
+
+    def text(self, module: str) -> str:
+        if self.reproduced is None:
+            return f"{module} could not be re-run alone on its captured inputs"
+        if not self.reproduced:
+            return f"re-run alone on each run's inputs, {module} gives the same bits at the prompt's row"
+        out = f"re-run alone on each run's inputs, {module} reproduces the difference at the prompt's row"
+        if not self.rows:
+            return out
+        a, b = self.rows
+        out += f" ({_rows(a)} in the reference call, {_rows(b)} in the other); the row last among n copies of itself, n that agree bit for bit: {self.classes}; "
+        return out + (
+            "copies of the row at each call's row count and place give both runs' bits: the call's shape decides them, not the other rows"
+            if self.copies_reproduce
+            else "copies of the row at each call's row count and place do not give both runs' bits: the other rows' values matter too"
+        )
+
+
+def _rows(n: int) -> str:
+    return f"{n} row" + ("" if n == 1 else "s")
+
+
+def _apply(module: torch.nn.Module, captured: tuple) -> Any:
+    """The module called on a fresh copy of captured inputs (the call may update a cache in them)."""
+    args, kwargs = copy.deepcopy(captured)
+    with torch.inference_mode():
+        return module(*args, **kwargs)
+
+
+def rerun_module(
+    model: torch.nn.Module, site: Site, condition: Callable[[Callable[[], Any]], Any] | None = None
+) -> ModuleRerun:
+    """Re-run the site's module alone: on the reference run's call inputs and on the other run's
+    (or, with ``condition``, on the reference's inputs again under that condition: one thread,
+    the other attention implementation)."""
+    module = dict(model.named_modules()).get(site.module or "")
+    if module is None:
+        return ModuleRerun(None)
+    (run_a, n_a, row_a), (run_b, n_b, row_b) = site.reference, site.other
+    ref = captured_call(model, run_a, site.module, site.call)
+    other = ref if condition is not None else captured_call(model, run_b, site.module, site.call)
+    if ref is None or other is None:
+        return ModuleRerun(None)
+    try:
+        a = _selected(_apply(module, ref), n_a, row_a)
+        if condition is not None:
+            b = _selected(condition(lambda: _apply(module, ref)), n_a, row_a)
+        else:
+            b = _selected(_apply(module, other), n_b, row_b)
+    except Exception:  # a module that cannot run outside its parent's forward
+        return ModuleRerun(None)
+    result = ModuleRerun(not _same(a, b))
+    x_ref, x_other = _row_input(ref), _row_input(other)
+    if condition is None and result.reproduced and x_ref is not None and x_other is not None:
+        _row_counts(module, x_ref, x_other, ((n_a, row_a), (n_b, row_b)), a, b, result)
+    return result
+
+
+def _row_counts(
+    module: torch.nn.Module,
+    x_ref: torch.Tensor,
+    x_other: torch.Tensor,
+    rows: tuple[tuple[int, int], tuple[int, int]],
+    a: list[torch.Tensor],
+    b: list[torch.Tensor],
+    result: ModuleRerun,
+) -> None:
+    """The prompt's row (its last position) among n copies of itself: which n give it the same
+    bits (read last), and whether copies at each call's row count and place give both runs' bits."""
+    (n_a, row_a), (n_b, row_b) = rows
+    width = x_ref.shape[-1]
+    one = x_ref[row_a, -1].reshape(1, width)
+    count_a, count_b = x_ref.numel() // width, x_other.numel() // width
+    place_a, place_b = (row_a + 1) * x_ref.shape[1] - 1, (row_b + 1) * x_other.shape[1] - 1  # in the call's rows
+    top = min(max(count_a, count_b), MAX_ROWS)
+    sizes = sorted({*range(1, min(8, top) + 1), *(2**k for k in range(top.bit_length())), min(count_a, top), top})
+
+    def among(n: int, place: int) -> torch.Tensor | None:
+        y = module(one.expand(n, width).contiguous()[:, None, :])
+        return y[place].reshape(1, 1, -1) if isinstance(y, torch.Tensor) and y.shape[0] == n else None
+
+    groups: dict[str, list[int]] = {}
+    with torch.inference_mode():
+        try:
+            for n in sizes:
+                y = among(n, n - 1)
+                if y is None:
+                    return
+                groups.setdefault(leaf_digest(y.contiguous(), RUN_DIGEST), []).append(n)
+            again = [
+                among(n, place) if n <= MAX_ROWS else None for n, place in ((count_a, place_a), (count_b, place_b))
+            ]
+        except Exception:  # a module that is not row-wise after all: no row-count classes
+            return
+    result.rows = (count_a, count_b)
+    result.classes = format_groups(list(groups.values()), sizes)
+    result.copies_reproduce = (
+        len(a) == len(b) == 1
+        and all(y is not None for y in again)
+        and torch.equal(again[0].reshape(a[0].shape), a[0])
+        and torch.equal(again[1].reshape(b[0].shape), b[0])
+    )
+
+
+@dataclasses.dataclass
+class Ctx:
+    """What the causes re-run: the model, the generator (``measure.generate.Generator``), the
+    prompts, each prompt's reference (tokens, scores) and the check's options."""
+
+    model: Any
+    generate: Any
+    prompts: list[torch.Tensor]
+    reference: list[tuple[torch.Tensor, torch.Tensor]]
+    padding: int
+    with_other_attention: Callable[[Any, Any], Any]
+    at_one_thread: Callable[[Any], Any]
+
+
+def _same_generation(x: tuple[torch.Tensor, torch.Tensor], y: tuple[torch.Tensor, torch.Tensor]) -> bool:
+    return torch.equal(x[0], y[0]) and torch.equal(x[1], y[1])
+
+
+def _differs(flag: bool) -> str:
+    return "differs" if flag else "keeps the reference's bits"
+
+
+def _module_part(ctx: Ctx, site: Site, condition: Any = None) -> tuple[str, ModuleRerun | None]:
+    """The module re-run and its evidence; none where the module's own inputs differed (the
+    difference began in code between modules: re-running it would only show that other inputs
+    give other bits)."""
+    if site.module is None or not isinstance(ctx.model, torch.nn.Module):
+        return "", None
+    if not site.inputs_identical and condition is None:
+        return "", None
+    rerun = rerun_module(ctx.model, site, condition)
+    return "; " + rerun.text(site.module), rerun
+
+
+def batch_cause(ctx: Ctx, site: Site) -> Cause:
+    """The batch's two factors re-run one at a time (its rows, its padding), then its shape with
+    only copies of the prompt: equal to the batch's bits when shape alone decides them."""
+    gen, p = ctx.generate, ctx.prompts[site.prompt]
+    rows, width = len(ctx.prompts), max(len(q) for q in ctx.prompts)
+    ref = ctx.reference[site.prompt]
+    padded = gen([p], extra=width - len(p))[0]
+    copies = gen([p] * rows)[0]
+    tile_run = lambda: gen([p] * rows, extra=width - len(p))  # noqa: E731
+    tile, in_batch = tile_run()[0], site.other[0]()[site.prompt]
+    by_rows, by_padding = not _same_generation(copies, ref), not _same_generation(padded, ref)
+    shape_decides = _same_generation(tile, in_batch)
+    masks = (_layer_mask(ctx.model, tile_run), _layer_mask(ctx.model, site.other[0]))
+    by_mask = not shape_decides and (masks[0] is None) != (masks[1] is None)
+    factors = [f for f, on in (("the number of rows", by_rows), ("the left padding", by_padding)) if on]
+    if by_mask:
+        factors.append("whether any prompt in the batch is padded (its layers then get an attention mask)")
+    summary = (
+        f"a prompt's generation depends on the shape of the batch it runs in: {' and '.join(factors)}"
+        if factors
+        else "a prompt's generation depends on the other prompts in its batch"
+    ) + site.start
+    module_text, _ = _module_part(ctx, site)
+    evidence = (
+        f"at {site.where}; the prompt alone, left-padded to the batch's width ({width}): {_differs(by_padding)}; "
+        f"{rows} copies of it, unpadded: {_differs(by_rows)}; {rows} copies at the batch's width "
+        + ("give exactly its bits inside the batch" if shape_decides else "still differ from its bits inside the batch")
+        + (
+            f" (the layers' attention mask: {masks[1] or 'none'} inside the batch, {masks[0] or 'none'} among the copies)"
+            if by_mask
+            else ""
+        )
+        + module_text
+    )
+    fix = (
+        "generate at fixed shapes: samebits' Predictor.generate runs every prompt in tiles of a fixed row "
+        "count at bucketed widths with at least one padding token, so alone and batched run the same kernels"
+    )
+    code = "batch-size" if by_rows else "padding" if by_padding else "batch-composition"
+    return Cause(code, "batch", summary, evidence, fix, verified=True if shape_decides and factors else None)
+
+
+def _layer_mask(model: Any, run: Callable[[], Any]) -> str | None:
+    """The attention mask the layers got in ``run()``'s first forward (the first module given a
+    4-D mask or none, not the 2-D padding mask the model takes): ``None`` when they got none
+    (transformers drops a mask that masks nothing), else its dtype and shape."""
+    if not isinstance(model, torch.nn.Module):
+        return None
+    seen: list[Any] = []
+
+    def hook(mod: Any, args: Any, kwargs: Any) -> None:
+        mask = kwargs.get("attention_mask", 0)
+        if not seen and (mask is None or (isinstance(mask, torch.Tensor) and mask.dim() == 4)):
+            seen.append(None if mask is None else f"{str(mask.dtype).removeprefix('torch.')} {list(mask.shape)}")
+
+    handles = [m.register_forward_pre_hook(hook, with_kwargs=True) for name, m in model.named_modules() if name]
+    try:
+        run()
+    finally:
+        for handle in handles:
+            handle.remove()
+    return seen[0] if seen else None
+
+
+def _position_ids(ctx: Ctx, run: Run, step: int) -> torch.Tensor | None:
+    """The position ids the model's ``step``-th forward received, at the prompt's row."""
+    fn, n, row = run
+    seen: list[Any] = []
+
+    def hook(mod: Any, args: Any, kwargs: Any) -> None:
+        seen.append(kwargs.get("position_ids"))
+
+    with _pre_hook(ctx.model, hook):
+        fn()
+    ids = seen[step] if step < len(seen) else None
+    return ids[row] if isinstance(ids, torch.Tensor) and ids.dim() == 2 and ids.shape[0] == n else None
+
+
+def padding_cause(ctx: Ctx, site: Site) -> Cause:
+    p = ctx.prompts[site.prompt]
+    alone, padded = _position_ids(ctx, site.reference, site.step), _position_ids(ctx, site.other, site.step)
+    if alone is None or padded is None:
+        positions = "the model's forward gets no position_ids (not compared)"
+        shifted = False
+    else:
+        real = padded[-len(alone) :]
+        shifted = not torch.equal(real, alone)
+        positions = (
+            f"the prompt's position ids {'shift' if shifted else 'stay the same'} with the padding "
+            f"({alone.tolist()[:6]}{'...' if len(alone) > 6 else ''} alone)"
+        )
+    module_text, rerun = _module_part(ctx, site)
+    if shifted:
+        summary = "left padding shifts the prompt's positions"
+    elif rerun is not None and rerun.rows:
+        a, b = rerun.rows
+        summary = (
+            f"left padding changes the row count of the prompt's calls ({a} vs {b} rows into {site.module}), "
+            "and that module gives a row other bits at other row counts"
+        )
+    else:
+        summary = (
+            f"left padding lengthens the sequence the prompt's {len(p)} tokens run in to {len(p) + ctx.padding}: "
+            "other kernel shapes, masked positions included"
+        )
+    fix = (
+        "derive position_ids from the attention mask (cumsum - 1), as transformers' generate does"
+        if shifted
+        else "pad every prompt to a fixed width bucket whether it runs alone or batched (Predictor.generate "
+        "buckets widths), so the same prompt always runs at the same width"
+    )
+    return Cause("padding", "padding", summary + site.start, f"at {site.where}; {positions}{module_text}", fix)
+
+
+def cache_cause(ctx: Ctx, site: Site) -> Cause:
+    summary = (
+        "the KV-cache path and the recompute path compute other bits: with the cache a decode step runs "
+        "one position per row, without it the whole sequence"
+    ) + site.start
+    fix = "run every generation on one path: the cache on (use_cache=True) everywhere the model serves"
+    return Cause("cache-path", "cache", summary, f"at {site.where}" + _module_part(ctx, site)[0], fix)
+
+
+def attention_cause(ctx: Ctx, site: Site) -> Cause:
+    summary = "eager and sdpa attention compute other bits" + site.start
+    condition = lambda run: ctx.with_other_attention(ctx.model, run)  # noqa: E731
+    fix = "pin the attention implementation wherever the model runs: from_pretrained(..., attn_implementation=...)"
+    evidence = f"at {site.where}" + _module_part(ctx, site, condition)[0]
+    return Cause("attention-implementation", "attention", summary, evidence, fix)
+
+
+def threads_cause(ctx: Ctx, site: Site) -> Cause:
+    summary = "the generation depends on the intra-op thread count" + site.start
+    fix = "fix the thread count: `samebits run --threads N -- ...` or samebits.deterministic(threads=N)"
+    evidence = f"at {site.where}" + _module_part(ctx, site, ctx.at_one_thread)[0]
+    return Cause("thread-count", "threads", summary, evidence, fix)
+
+
+def repeat_cause(ctx: Ctx, site: Site) -> Cause:
+    from samebits.determinism import deterministic
+
+    with deterministic():
+        first = [ctx.generate([p])[0] for p in ctx.prompts]
+        again = [ctx.generate([p])[0] for p in ctx.prompts]
+    fixed = all(_same_generation(x, y) for x, y in zip(first, again))
+    summary = "the same prompt generates other bits when generated again in one process" + site.start
+    evidence = f"at {site.where}; inside samebits.deterministic() two generations of every prompt {'agree' if fixed else 'still differ'}"
+    fix = (
+        "generate inside samebits.deterministic()"
+        if fixed
+        else "find the nondeterministic op in the module named; samebits.deterministic() did not fix it"
+    )
+    return Cause("nondeterministic-kernels", "repeat", summary, evidence, fix, verified=fixed)
+
+
+def process_cause(site_text: str) -> Cause:
+    return Cause(
+        "per-process",
+        "process",
+        "each fresh interpreter generates other bits",
+        site_text,
+        "build compiled artifacts (engines, autotuning) once and load the same file in every process",
+    )
+
+
+EXPLAIN = {
+    "batch": batch_cause,
+    "padding": padding_cause,
+    "cache": cache_cause,
+    "attention": attention_cause,
+    "threads": threads_cause,
+    "repeat": repeat_cause,
+}
