@@ -50,6 +50,27 @@ def gpt2_prompts():
     return _gpt2(True), {"input_ids": ids, "attention_mask": mask}
 
 
+def gpt2_padded_positions():
+    """GPT-2 whose generate numbers positions over the padded width (a custom
+    ``prepare_inputs_for_generation`` that ignores the mask, as hand-written decoders do): left
+    padding shifts a prompt's positions. The prompts of ``gpt2_prompts``."""
+    from transformers import GPT2LMHeadModel
+
+    class PaddedPositions(GPT2LMHeadModel):
+        def prepare_inputs_for_generation(self, input_ids, **kwargs):  # type: ignore[no-untyped-def]
+            inputs = super().prepare_inputs_for_generation(input_ids, **kwargs)
+            step = inputs["input_ids"]
+            cache = inputs.get("past_key_values")
+            past = cache.get_seq_length() if cache is not None else 0
+            inputs["position_ids"] = torch.arange(past, past + step.shape[1]).expand(step.shape[0], -1)
+            return inputs
+
+    model, inputs = gpt2_prompts()
+    padded = PaddedPositions(model.config).eval()
+    padded.load_state_dict(model.state_dict())
+    return padded, inputs
+
+
 def gpt2_twins():
     """GPT-2 whose odd token embeddings are their even neighbours' plus 1e-6 noise (tied to the
     LM head: every top token has a twin a hair behind it), with the four prompts that a search over

@@ -135,6 +135,8 @@ def test_the_cli_reports_the_parting_and_exits_1(tmp_path):
     assert "Where generations part" in html and row in html and "<script" not in html
     text = " ".join(result.stdout.split())
     assert "Generations part across batch" in text and "margin" in text
+    (cause,) = json.loads((tmp_path / "gen.json").read_text())["causes"]  # the batch axis's, measured
+    assert cause["axis"] == "batch" and f"- {cause['code']}: " in text and "Causes (each measured)" in html
     bad = run_cli("check", "demo:mlp", "--generate", "4")
     assert bad.returncode == 2 and "generate" in bad.stderr and "Traceback" not in bad.stderr
 

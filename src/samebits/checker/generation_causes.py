@@ -295,11 +295,10 @@ def batch_cause(ctx: Ctx, site: Site) -> Cause:
     factors = [f for f, on in (("the number of rows", by_rows), ("the left padding", by_padding)) if on]
     if by_mask:
         factors.append("whether any prompt in the batch is padded (its layers then get an attention mask)")
-    summary = (
-        f"a prompt's generation depends on the shape of the batch it runs in: {' and '.join(factors)}"
-        if factors
-        else "a prompt's generation depends on the other prompts in its batch"
-    ) + site.start
+    elif not shape_decides:
+        factors.append("the other prompts in it")
+    factors = factors or ["its rows and its padding together"]
+    summary = f"a prompt's generation depends on the batch it runs in: {', '.join(factors)}" + site.start
     module_text, _ = _module_part(ctx, site)
     evidence = (
         f"at {site.where}; the prompt alone, left-padded to the batch's width ({width}): {_differs(by_padding)}; "
@@ -317,7 +316,7 @@ def batch_cause(ctx: Ctx, site: Site) -> Cause:
         "count at bucketed widths with at least one padding token, so alone and batched run the same kernels"
     )
     code = "batch-size" if by_rows else "padding" if by_padding else "batch-composition"
-    return Cause(code, "batch", summary, evidence, fix, verified=True if shape_decides and factors else None)
+    return Cause(code, "batch", summary, evidence, fix, verified=True if shape_decides else None)
 
 
 def _layer_mask(model: Any, run: Callable[[], Any]) -> str | None:

@@ -68,7 +68,7 @@ def check_command(
         None,
         "--generate",
         metavar="N",
-        help="Check generation of N tokens instead (a model with generate() and prompts): axes repeat, batch, padding, cache, attention, threads.",
+        help="Check generation of N tokens instead (a model with generate() and prompts): axes repeat, batch, padding, cache, attention, threads, process; each axis that differs gets its cause, measured.",
     ),
     sample: bool = typer.Option(
         False,
