@@ -137,6 +137,7 @@ class ModuleRerun:
     difference at the prompt's row, and (a row-wise module) the row-count classes of that row."""
 
     reproduced: bool | None  # None: it could not be re-run alone (inputs that cannot be copied)
+    how: str = "on each run's inputs"
     rows: tuple[int, int] | None = None  # rows the module saw in the reference call and the other
     classes: str = ""  # "{1} {2..8}": n whose call gives the row (last of n copies) the same bits
     copies_reproduce: bool = False  # copies of the row at each call's count and place give both runs' bits
@@ -145,8 +146,8 @@ class ModuleRerun:
         if self.reproduced is None:
             return f"{module} could not be re-run alone on its captured inputs"
         if not self.reproduced:
-            return f"re-run alone on each run's inputs, {module} gives the same bits at the prompt's row"
-        out = f"re-run alone on each run's inputs, {module} reproduces the difference at the prompt's row"
+            return f"re-run alone {self.how}, {module} gives the same bits at the prompt's row"
+        out = f"re-run alone {self.how}, {module} reproduces the difference at the prompt's row"
         if not self.rows:
             return out
         a, b = self.rows
@@ -170,11 +171,14 @@ def _apply(module: torch.nn.Module, captured: tuple) -> Any:
 
 
 def rerun_module(
-    model: torch.nn.Module, site: Site, condition: Callable[[Callable[[], Any]], Any] | None = None
+    model: torch.nn.Module,
+    site: Site,
+    condition: Callable[[Callable[[], Any]], Any] | None = None,
+    condition_text: str = "",
 ) -> ModuleRerun:
     """Re-run the site's module alone: on the reference run's call inputs and on the other run's
     (or, with ``condition``, on the reference's inputs again under that condition: one thread,
-    the other attention implementation)."""
+    the other attention implementation, nothing changed for a repeat)."""
     module = dict(model.named_modules()).get(site.module or "")
     if module is None:
         return ModuleRerun(None)
@@ -191,7 +195,8 @@ def rerun_module(
             b = _selected(_apply(module, other), n_b, row_b)
     except Exception:  # a module that cannot run outside its parent's forward
         return ModuleRerun(None)
-    result = ModuleRerun(not _same(a, b))
+    how = f"on the reference's inputs, as it is and {condition_text}" if condition else "on each run's inputs"
+    result = ModuleRerun(not _same(a, b), how)
     x_ref, x_other = _row_input(ref), _row_input(other)
     if condition is None and result.reproduced and x_ref is not None and x_other is not None:
         _row_counts(module, x_ref, x_other, ((n_a, row_a), (n_b, row_b)), a, b, result)
@@ -266,7 +271,9 @@ def _differs(flag: bool) -> str:
     return "differs" if flag else "keeps the reference's bits"
 
 
-def _module_part(ctx: Ctx, site: Site, condition: Any = None) -> tuple[str, ModuleRerun | None]:
+def _module_part(
+    ctx: Ctx, site: Site, condition: Any = None, condition_text: str = ""
+) -> tuple[str, ModuleRerun | None]:
     """The module re-run and its evidence; none where the module's own inputs differed (the
     difference began in code between modules: re-running it would only show that other inputs
     give other bits)."""
@@ -274,7 +281,7 @@ def _module_part(ctx: Ctx, site: Site, condition: Any = None) -> tuple[str, Modu
         return "", None
     if not site.inputs_identical and condition is None:
         return "", None
-    rerun = rerun_module(ctx.model, site, condition)
+    rerun = rerun_module(ctx.model, site, condition, condition_text)
     return "; " + rerun.text(site.module), rerun
 
 
@@ -345,6 +352,8 @@ def _position_ids(ctx: Ctx, run: Run, step: int) -> torch.Tensor | None:
     """The position ids the model's ``step``-th forward received, at the prompt's row."""
     fn, n, row = run
     seen: list[Any] = []
+    if not isinstance(ctx.model, torch.nn.Module):
+        return None
 
     def hook(mod: Any, args: Any, kwargs: Any) -> None:
         seen.append(kwargs.get("position_ids"))
@@ -404,14 +413,14 @@ def attention_cause(ctx: Ctx, site: Site) -> Cause:
     summary = "eager and sdpa attention compute other bits" + site.start
     condition = lambda run: ctx.with_other_attention(ctx.model, run)  # noqa: E731
     fix = "pin the attention implementation wherever the model runs: from_pretrained(..., attn_implementation=...)"
-    evidence = f"at {site.where}" + _module_part(ctx, site, condition)[0]
+    evidence = f"at {site.where}" + _module_part(ctx, site, condition, "with the other attention implementation")[0]
     return Cause("attention-implementation", "attention", summary, evidence, fix)
 
 
 def threads_cause(ctx: Ctx, site: Site) -> Cause:
     summary = "the generation depends on the intra-op thread count" + site.start
     fix = "fix the thread count: `samebits run --threads N -- ...` or samebits.deterministic(threads=N)"
-    evidence = f"at {site.where}" + _module_part(ctx, site, ctx.at_one_thread)[0]
+    evidence = f"at {site.where}" + _module_part(ctx, site, ctx.at_one_thread, "at one thread")[0]
     return Cause("thread-count", "threads", summary, evidence, fix)
 
 
@@ -423,7 +432,11 @@ def repeat_cause(ctx: Ctx, site: Site) -> Cause:
         again = [ctx.generate([p])[0] for p in ctx.prompts]
     fixed = all(_same_generation(x, y) for x, y in zip(first, again))
     summary = "the same prompt generates other bits when generated again in one process" + site.start
-    evidence = f"at {site.where}; inside samebits.deterministic() two generations of every prompt {'agree' if fixed else 'still differ'}"
+    again_text = _module_part(ctx, site, lambda run: run(), "again")[0]  # the module twice on the same inputs
+    evidence = (
+        f"at {site.where}; inside samebits.deterministic() two generations of every prompt "
+        f"{'agree' if fixed else 'still differ'}{again_text}"
+    )
     fix = (
         "generate inside samebits.deterministic()"
         if fixed
