@@ -46,14 +46,14 @@ def test_a_module_re_run_alone_gives_its_row_count_classes_and_says_whether_shap
     assert result.rows == (1, 12)
     sizes = [1, 2, 3, 4, 5, 6, 7, 8, 12]
     assert result.classes == _by_hand_classes(model[0], x[3, 0][None], sizes)
-    assert result.copies_reproduce  # a Linear's row depends on the call's shape, not on the other rows
+    assert result.copies_reproduce is True  # a Linear's row depends on the call's shape, not on the other rows
     assert "reproduces the difference" in result.text("0")
     # a module that mixes rows: copies of the row do not give the two runs' bits, and it says so
     mixing = nn.Sequential(Mix()).eval()
     site = Site("batch", 0, 0, (lambda: mixing(alone), 1, 0), (lambda: mixing(batch), 12, 3), "0", "Mix")
     site.inputs_identical = True
     mixed = rerun_module(mixing, site)
-    assert mixed.reproduced and not mixed.copies_reproduce and "the other rows' values matter" in mixed.text("0")
+    assert mixed.reproduced and mixed.copies_reproduce is False and "the other rows' values matter" in mixed.text("0")
 
 
 class Mix(nn.Module):

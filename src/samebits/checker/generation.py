@@ -11,7 +11,9 @@ generation samples from a generator seeded the same way (``seed``). Per axis,
 a verdict on the generated token ids and one on the per-step scores (bits); where two
 generations part, the prompt, the step, the token position, the two tokens and the margin
 between the reference's top two scores at that step (a small margin is why a last-bit
-difference flipped the argmax)."""
+difference flipped the argmax). Every axis that differs is localised to the first module whose
+output differs in that step's forward and gets a cause measured by controlled re-runs
+(``generation_causes``)."""
 
 from __future__ import annotations
 
@@ -174,7 +176,7 @@ def _localise(model: Any, site: Site) -> str:
     site.inputs_identical = found.inputs_identical
     innermost = next(call for call, differs in found.calls if differs)
     if innermost.key != found.call.key:
-        site.first_output = f"{innermost.name} ({innermost.type})"
+        site.first_output = f"{innermost.name or '<model>'} ({innermost.type})"
     how = "compared at the prompt's last position"
     if not found.inputs_identical:
         how += "; its inputs differed too (the KV cache of a longer, padded sequence, or code between modules)"
@@ -306,7 +308,8 @@ def check_generation(
         site = Site(axis, prompt, step, (lambda i=prompt: generate([prompts[i]]), 1, 0), one[axis](prompt))
         note = _localise(generate.model, site)
         if first:
-            first.module, first.module_type, first.module_note = site.module, site.module_type, note
+            first.module = None if site.module is None else site.label
+            first.module_type, first.module_note = site.module_type, note
         causes.append(EXPLAIN[axis](ctx, site))
     return GenerationReport(
         loaded.spec,

@@ -42,15 +42,19 @@ class Site:
     first_output: str | None = None  # the first module call whose output differs, when not ``module``
 
     @property
+    def label(self) -> str:
+        return self.module or "<model>"
+
+    @property
     def start(self) -> str:
         """Where the difference starts, as a clause for a cause's summary."""
         if self.module is None:
             return ""
         if self.first_output or not self.inputs_identical:
-            inner = self.first_output or f"{self.module} ({self.module_type})"
+            inner = self.first_output or f"{self.label} ({self.module_type})"
             parent = inner.split(" ")[0].rpartition(".")[0] or "the model"
             return f", starting inside {parent}, between its modules (the first module output to differ is {inner}'s)"
-        return f", starting in {self.module} ({self.module_type})"
+        return f", starting in {self.label} ({self.module_type})"
 
     @property
     def where(self) -> str:
@@ -59,7 +63,7 @@ class Site:
             return at
         how = "with identical inputs" if self.inputs_identical else "its inputs differing too"
         inner = f" (the first module output to differ is {self.first_output}'s)" if self.first_output else ""
-        return f"{at}: first in {self.module} ({self.module_type}), {how}{inner}"
+        return f"{at}: first in {self.label} ({self.module_type}), {how}{inner}"
 
 
 def last_position_of_row(n: int, i: int) -> Callable[[Any], Any]:
@@ -140,7 +144,7 @@ class ModuleRerun:
     how: str = "on each run's inputs"
     rows: tuple[int, int] | None = None  # rows the module saw in the reference call and the other
     classes: str = ""  # "{1} {2..8}": n whose call gives the row (last of n copies) the same bits
-    copies_reproduce: bool = False  # copies of the row at each call's count and place give both runs' bits
+    copies_reproduce: bool | None = None  # copies of the row at each call's count and place give both runs' bits
 
     def text(self, module: str) -> str:
         if self.reproduced is None:
@@ -151,11 +155,13 @@ class ModuleRerun:
         if not self.rows:
             return out
         a, b = self.rows
-        out += f" ({_rows(a)} in the reference call, {_rows(b)} in the other); the row last among n copies of itself, n that agree bit for bit: {self.classes}; "
+        out += f" ({_rows(a)} in the reference call, {_rows(b)} in the other); the row last among n copies of itself, n that agree bit for bit: {self.classes}"
+        if self.copies_reproduce is None:
+            return out
         return out + (
-            "copies of the row at each call's row count and place give both runs' bits: the call's shape decides them, not the other rows"
+            "; copies of the row at each call's row count and place give both runs' bits: the call's shape decides them, not the other rows"
             if self.copies_reproduce
-            else "copies of the row at each call's row count and place do not give both runs' bits: the other rows' values matter too"
+            else "; copies of the row at each call's row count and place do not give both runs' bits: the other rows' values matter too"
         )
 
 
@@ -179,7 +185,7 @@ def rerun_module(
     """Re-run the site's module alone: on the reference run's call inputs and on the other run's
     (or, with ``condition``, on the reference's inputs again under that condition: one thread,
     the other attention implementation, nothing changed for a repeat)."""
-    module = dict(model.named_modules()).get(site.module or "")
+    module = None if site.module is None else dict(model.named_modules()).get(site.module)
     if module is None:
         return ModuleRerun(None)
     (run_a, n_a, row_a), (run_b, n_b, row_b) = site.reference, site.other
@@ -215,6 +221,8 @@ def _row_counts(
     """The prompt's row (its last position) among n copies of itself: which n give it the same
     bits (read last), and whether copies at each call's row count and place give both runs' bits."""
     (n_a, row_a), (n_b, row_b) = rows
+    if x_ref.shape[0] != n_a or x_other.shape[0] != n_b:  # not [rows, positions, features]
+        return
     width = x_ref.shape[-1]
     one = x_ref[row_a, -1].reshape(1, width)
     count_a, count_b = x_ref.numel() // width, x_other.numel() // width
@@ -234,19 +242,16 @@ def _row_counts(
                 if y is None:
                     return
                 groups.setdefault(leaf_digest(y.contiguous(), RUN_DIGEST), []).append(n)
-            again = [
-                among(n, place) if n <= MAX_ROWS else None for n, place in ((count_a, place_a), (count_b, place_b))
-            ]
+            tried = max(count_a, count_b) <= MAX_ROWS and len(a) == len(b) == 1
+            again = [among(count_a, place_a), among(count_b, place_b)] if tried else []
         except Exception:  # a module that is not row-wise after all: no row-count classes
             return
     result.rows = (count_a, count_b)
     result.classes = format_groups(list(groups.values()), sizes)
-    result.copies_reproduce = (
-        len(a) == len(b) == 1
-        and all(y is not None for y in again)
-        and torch.equal(again[0].reshape(a[0].shape), a[0])
-        and torch.equal(again[1].reshape(b[0].shape), b[0])
-    )
+    if again and all(y is not None for y in again):
+        result.copies_reproduce = torch.equal(again[0].reshape(a[0].shape), a[0]) and torch.equal(
+            again[1].reshape(b[0].shape), b[0]
+        )
 
 
 @dataclasses.dataclass
@@ -282,7 +287,7 @@ def _module_part(
     if not site.inputs_identical and condition is None:
         return "", None
     rerun = rerun_module(ctx.model, site, condition, condition_text)
-    return "; " + rerun.text(site.module), rerun
+    return "; " + rerun.text(site.label), rerun
 
 
 def batch_cause(ctx: Ctx, site: Site) -> Cause:
@@ -383,7 +388,7 @@ def padding_cause(ctx: Ctx, site: Site) -> Cause:
     elif rerun is not None and rerun.rows:
         a, b = rerun.rows
         summary = (
-            f"left padding changes the row count of the prompt's calls ({a} vs {b} rows into {site.module}), "
+            f"left padding changes the row count of the prompt's calls ({a} vs {b} rows into {site.label}), "
             "and that module gives a row other bits at other row counts"
         )
     else:
