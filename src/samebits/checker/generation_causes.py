@@ -382,6 +382,9 @@ def padding_cause(ctx: Ctx, site: Site) -> Cause:
             f"the prompt's position ids {'shift' if shifted else 'stay the same'} with the padding "
             f"({alone.tolist()[:6]}{'...' if len(alone) > 6 else ''} alone)"
         )
+    masks = (_layer_mask(ctx.model, site.reference[0]), _layer_mask(ctx.model, site.other[0]))
+    if masks[0] != masks[1]:
+        positions += f"; the layers' attention mask: {masks[0] or 'none'} alone, {masks[1] or 'none'} padded"
     module_text, rerun = _module_part(ctx, site)
     if shifted:
         summary = "left padding shifts the prompt's positions"
