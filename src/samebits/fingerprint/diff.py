@@ -62,11 +62,13 @@ class FieldChange:
 
 
 def flatten_fields(data: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"cpu.isa": [...], "flags.torch.x": ...}``: dotted paths to leaves (lists are leaves)."""
+    """``{"cpu.isa": [...], "flags.torch.x": ...}``: dotted paths to leaves (lists are leaves). An
+    empty dict has no leaves: ``env: {}`` and ``env: {"SAMEBITS_SEED": "5"}`` differ only in
+    ``env.SAMEBITS_SEED``, not also in an ``env`` field that one side lacks."""
     out: dict[str, Any] = {}
     for key, value in data.items():
         path = f"{prefix}{key}"
-        if isinstance(value, dict) and value:
+        if isinstance(value, dict):
             out.update(flatten_fields(value, path + "."))
         else:
             out[path] = value
