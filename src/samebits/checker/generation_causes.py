@@ -298,11 +298,11 @@ def batch_cause(ctx: Ctx, site: Site) -> Cause:
     ref = ctx.reference[site.prompt]
     padded = gen([p], extra=width - len(p))[0]
     copies = gen([p] * rows)[0]
-    tile_run = lambda: gen([p] * rows, extra=width - len(p))  # noqa: E731
-    tile, in_batch = tile_run()[0], site.other[0]()[site.prompt]
+    tile = observed(ctx.model, lambda: gen([p] * rows, extra=width - len(p)))
+    in_batch = observed(ctx.model, site.other[0])
     by_rows, by_padding = not _same_generation(copies, ref), not _same_generation(padded, ref)
-    shape_decides = _same_generation(tile, in_batch)
-    masks = (_layer_mask(ctx.model, tile_run), _layer_mask(ctx.model, site.other[0]))
+    shape_decides = _same_generation(tile.output[0], in_batch.output[site.prompt])
+    masks = (tile.mask, in_batch.mask)
     by_mask = not shape_decides and (masks[0] is None) != (masks[1] is None)
     factors = [f for f, on in (("the number of rows", by_rows), ("the left padding", by_padding)) if on]
     if by_mask:
@@ -331,47 +331,52 @@ def batch_cause(ctx: Ctx, site: Site) -> Cause:
     return Cause(code, "batch", summary, evidence, fix, verified=True if shape_decides else None)
 
 
-def _layer_mask(model: Any, run: Callable[[], Any]) -> str | None:
-    """The attention mask the layers got in ``run()``'s first forward (the first module given a
-    4-D mask or none, not the 2-D padding mask the model takes): ``None`` when they got none
-    (transformers drops a mask that masks nothing), else its dtype and shape."""
+@dataclasses.dataclass
+class Observed:
+    """One run of a generation, with what its forwards received: the model's ``position_ids``
+    per forward, and the attention mask its layers got in the first forward (the first module
+    given a 4-D mask or none, not the 2-D padding mask the model takes): ``None`` when they got
+    none (transformers drops a mask that masks nothing), else its dtype and shape."""
+
+    output: Any
+    position_ids: list[Any]
+    mask: str | None
+
+    def positions(self, step: int, n: int, row: int) -> torch.Tensor | None:
+        """The position ids of forward ``step`` at row ``row`` of ``n``, where they were passed."""
+        ids = self.position_ids[step] if step < len(self.position_ids) else None
+        return ids[row] if isinstance(ids, torch.Tensor) and ids.dim() == 2 and ids.shape[0] == n else None
+
+
+def observed(model: Any, run: Callable[[], Any]) -> Observed:
+    """``run()`` once, watched (nothing is watched in a model that is not an ``nn.Module``)."""
     if not isinstance(model, torch.nn.Module):
-        return None
-    seen: list[Any] = []
+        return Observed(run(), [], None)
+    positions: list[Any] = []
+    masks: list[Any] = []
 
-    def hook(mod: Any, args: Any, kwargs: Any) -> None:
+    def top(mod: Any, args: Any, kwargs: Any) -> None:
+        positions.append(kwargs.get("position_ids"))
+
+    def inner(mod: Any, args: Any, kwargs: Any) -> None:
         mask = kwargs.get("attention_mask", 0)
-        if not seen and (mask is None or (isinstance(mask, torch.Tensor) and mask.dim() == 4)):
-            seen.append(None if mask is None else f"{str(mask.dtype).removeprefix('torch.')} {list(mask.shape)}")
+        if not masks and (mask is None or (isinstance(mask, torch.Tensor) and mask.dim() == 4)):
+            masks.append(None if mask is None else f"{str(mask.dtype).removeprefix('torch.')} {list(mask.shape)}")
 
-    handles = [m.register_forward_pre_hook(hook, with_kwargs=True) for name, m in model.named_modules() if name]
+    handles = [model.register_forward_pre_hook(top, with_kwargs=True)]
+    handles += [m.register_forward_pre_hook(inner, with_kwargs=True) for name, m in model.named_modules() if name]
     try:
-        run()
+        output = run()
     finally:
         for handle in handles:
             handle.remove()
-    return seen[0] if seen else None
-
-
-def _position_ids(ctx: Ctx, run: Run, step: int) -> torch.Tensor | None:
-    """The position ids the model's ``step``-th forward received, at the prompt's row."""
-    fn, n, row = run
-    seen: list[Any] = []
-    if not isinstance(ctx.model, torch.nn.Module):
-        return None
-
-    def hook(mod: Any, args: Any, kwargs: Any) -> None:
-        seen.append(kwargs.get("position_ids"))
-
-    with _pre_hook(ctx.model, hook):
-        fn()
-    ids = seen[step] if step < len(seen) else None
-    return ids[row] if isinstance(ids, torch.Tensor) and ids.dim() == 2 and ids.shape[0] == n else None
+    return Observed(output, positions, masks[0] if masks else None)
 
 
 def padding_cause(ctx: Ctx, site: Site) -> Cause:
     p = ctx.prompts[site.prompt]
-    alone, padded = _position_ids(ctx, site.reference, site.step), _position_ids(ctx, site.other, site.step)
+    runs = (observed(ctx.model, site.reference[0]), observed(ctx.model, site.other[0]))
+    alone, padded = (r.positions(site.step, n, row) for r, (_, n, row) in zip(runs, (site.reference, site.other)))
     if alone is None or padded is None:
         positions = "the model's forward gets no position_ids (not compared)"
         shifted = False
@@ -382,9 +387,8 @@ def padding_cause(ctx: Ctx, site: Site) -> Cause:
             f"the prompt's position ids {'shift' if shifted else 'stay the same'} with the padding "
             f"({alone.tolist()[:6]}{'...' if len(alone) > 6 else ''} alone)"
         )
-    masks = (_layer_mask(ctx.model, site.reference[0]), _layer_mask(ctx.model, site.other[0]))
-    if masks[0] != masks[1]:
-        positions += f"; the layers' attention mask: {masks[0] or 'none'} alone, {masks[1] or 'none'} padded"
+    if runs[0].mask != runs[1].mask:
+        positions += f"; the layers' attention mask: {runs[0].mask or 'none'} alone, {runs[1].mask or 'none'} padded"
     module_text, rerun = _module_part(ctx, site)
     if shifted:
         summary = "left padding shifts the prompt's positions"
