@@ -529,7 +529,7 @@ def print_table(run: ModelRun) -> None:
         errors = cell.finished - cell.statuses.get(200, 0) + cell.malformed
         p1 = "-" if cell.differ_p1 is None else str(cell.differ_p1)
         print(
-            f"{cell.server:<16} {cell.round + 1:>5} {cell.concurrency:>4} {cell.finished:>6} {cell.finished / cell.seconds:>8.1f} "
+            f"{cell.server:<16} {cell.round + 1:>5} {cell.concurrency:>4} {cell.finished:>6} {rate(cell):>8.1f} "
             f"{ms(cell.latencies, 50):>8} {ms(cell.latencies, 99):>8} {errors:>6} {cell.differ:>7} {p1:>22}"
         )
     for note in run.notes:
