@@ -65,6 +65,14 @@ def _seed_variable_kept():
         os.environ["SAMEBITS_SEED"] = before
 
 
+@pytest.fixture(scope="module")
+def golden(tmp_path_factory) -> Path:
+    """A golden of demo:mlp recorded by the CLI."""
+    path = tmp_path_factory.mktemp("golden") / "g.safetensors"
+    assert run_cli("record", "demo:mlp", "-o", str(path)).returncode == 0
+    return path
+
+
 @pytest.fixture
 def cli():
     return run_cli

@@ -1,4 +1,4 @@
-"""Models that misbehave, for tests/test_reliability.py."""
+"""Models that misbehave, for the contract tests (tests/test_contract_*.py)."""
 
 from __future__ import annotations
 

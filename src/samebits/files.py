@@ -1,11 +1,15 @@
-"""Writing files the way every part of samebits does: atomically, with the user's umask."""
+"""Writing files the way every part of samebits does: atomically, with the user's umask, and
+only inside the folders it owns."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
+import stat
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 
@@ -41,3 +45,52 @@ def atomic_write(path: Path, write: Callable[[Path], None], *, overwrite: bool =
             os.link(tmp, path)
     finally:
         Path(tmp).unlink(missing_ok=True)
+
+
+def owned_entry(folder: Path, name: object) -> Path | None:
+    """``folder / name`` where ``name`` (read from a manifest samebits keeps in ``folder``) names
+    one entry directly inside it; ``None`` for anything else: the folder itself (``""``, ``"."``),
+    its parent, a path into another folder or an absolute one. Every path samebits deletes,
+    writes or follows from a manifest goes through here."""
+    if not isinstance(name, str) or name in ("", ".", "..") or any(c in name for c in "/\\\0"):
+        return None
+    return folder / name
+
+
+def tree_bytes(path: Path) -> int:
+    """The bytes of the regular files at or under ``path``; a symbolic link counts 0 and is
+    never followed (an entry that is a link to ``/usr`` is not 8 GB of the cache)."""
+    try:
+        st = path.lstat()
+    except OSError:
+        return 0
+    if stat.S_ISREG(st.st_mode):
+        return st.st_size
+    if not stat.S_ISDIR(st.st_mode):
+        return 0
+    total = 0
+    for root, _, files in os.walk(path, followlinks=False):
+        for name in files:
+            with contextlib.suppress(OSError):
+                st = os.lstat(os.path.join(root, name))
+                total += st.st_size if stat.S_ISREG(st.st_mode) else 0
+    return total
+
+
+class FolderBusy(OSError):
+    """Another process holds the lock of a folder samebits writes into."""
+
+
+@contextlib.contextmanager
+def exclusive(lock_file: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``lock_file`` (created if missing, kept afterwards) for the block;
+    :class:`FolderBusy` at once where another process holds it."""
+    with open(lock_file, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise FolderBusy(f"{lock_file} is locked by another process") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -27,7 +27,7 @@ from samebits.checker.generation_causes import EXPLAIN, Ctx, Site, last_position
 from samebits.checker.report import Cause
 from samebits.errors import UserError
 from samebits.measure.generate import Generator, step_digests
-from samebits.models.target import as_loaded, inputs_for
+from samebits.models.target import as_loaded, eval_mode, inputs_for
 
 AXES = ("repeat", "batch", "padding", "cache", "attention", "threads", "process")
 SCHEMA_VERSION = 1
@@ -262,7 +262,7 @@ def check_generation(
     loaded = as_loaded(model_or_spec)
     example = inputs_for(loaded, inputs)
     prompts = _prompts(example)
-    generate = Generator(loaded.model.eval(), max_new_tokens, seed if sample else None)
+    generate = Generator(eval_mode(loaded.model), max_new_tokens, seed if sample else None)
     reference = [generate([p])[0] for p in prompts]  # as the model is, like check's forward axes
     runs = {
         "repeat": lambda: [generate([p])[0] for p in prompts],

@@ -19,7 +19,7 @@ from samebits.checker.report import AXES, AxisResult, CheckReport
 from samebits.determinism import deterministic, isolate_rng
 from samebits.errors import UserError, first_line
 from samebits.fingerprint import Fingerprint
-from samebits.models.target import as_loaded, inputs_for, spec_of
+from samebits.models.target import as_loaded, eval_mode, inputs_for, spec_of
 from samebits.measure.guard import check_forward, describe_inputs, model_state_kept, torch_env_kept
 from samebits.measure.prepare import check_device, prepare
 from samebits.measure.threads import in_process_reason
@@ -163,7 +163,7 @@ def check(
             reset()
             try:
                 if condition == "eval":
-                    model.eval()
+                    eval_mode(model)
                     return _safe(axis, IN_PROCESS[axis], ctx)
                 with deterministic(opts.seed, device=opts.device):
                     return _safe(axis, IN_PROCESS[axis], ctx)

@@ -190,16 +190,9 @@ def _what_is_it(p: Path) -> str:
 
 
 def _load_export(spec: str) -> LoadedModel:
-    from samebits.models.pt2_scan import scan_pt2
+    from samebits.models.pt2_archive import load_exported
 
-    p = _existing(spec)
-    scan_pt2(p)  # data only: nothing in the archive may be unpickled or run
-    try:
-        program = torch.export.load(str(p))
-    except Exception as exc:
-        raise SpecError(
-            f"'{spec}' is not a torch.export program ({first_line(exc)}); save one with torch.export.save"
-        ) from exc
+    program = load_exported(_existing(spec))  # data only: nothing in the archive may be unpickled or run
     example = getattr(program, "example_inputs", None)
     inputs = ModelInputs(args=tuple(example[0]), kwargs=dict(example[1])) if example else None
     return LoadedModel(program.module(), inputs, spec, "export")

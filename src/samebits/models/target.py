@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from torch import nn
+
 from samebits.errors import UserError
 from samebits.models.inputs import ModelInputs
 from samebits.models.spec import LoadedModel, load_model
@@ -17,6 +19,17 @@ def as_loaded(model_or_spec: Any) -> LoadedModel:
     if isinstance(model_or_spec, LoadedModel):
         return model_or_spec
     return LoadedModel(model_or_spec, None, f"<{type(model_or_spec).__name__} object>", "factory", in_memory=True)
+
+
+def eval_mode(model: Any) -> Any:
+    """``model`` put in eval mode where it has one; a ``torch.export`` module keeps the mode it
+    was exported in (its ``eval()`` raises ``NotImplementedError``)."""
+    if isinstance(model, nn.Module):
+        try:
+            model.eval()
+        except NotImplementedError:
+            pass
+    return model
 
 
 def spec_of(loaded: LoadedModel) -> str | None:

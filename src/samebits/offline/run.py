@@ -13,19 +13,20 @@ depend on the batch size, the shard size or the number of workers (offline/worke
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from samebits.errors import UserError, first_line
-from samebits.files import atomic_write, sha256_file
+from samebits.files import FolderBusy, atomic_write, exclusive, sha256_file
 from samebits.measure.batching import batch_size_of, join_outputs, take_rows
 from samebits.models.inputs import ModelInputs
 from samebits.models.target import as_loaded
@@ -37,6 +38,7 @@ from samebits.tensors.tree import flatten
 
 SCHEMA_VERSION = 2  # 2: shards are ranges of the input samples; skipped samples; threads per worker
 MANIFEST = "manifest.json"
+LOCK = ".samebits-predict.lock"  # held while a run writes; a second run into the folder is refused
 DEFAULT_SHARD = 1000
 DEFAULT_BATCH = 64
 # What must be equal for a resume (and a verify) to be the same job.
@@ -207,13 +209,26 @@ def _check_out_dir(out: Path, resume: bool) -> bool:
     if out.exists() and not out.is_dir():
         raise UserError(f"'{out}' is a file; OUT_DIR must be a folder")
     has_manifest = (out / MANIFEST).is_file()
-    if out.is_dir() and any(out.iterdir()) and not (resume and has_manifest):
+    if out.is_dir() and any(p.name != LOCK for p in out.iterdir()) and not (resume and has_manifest):
         raise UserError(
             f"'{out}' exists and is not empty; pass --resume to continue a run there, or choose another OUT_DIR"
             if has_manifest
             else f"'{out}' exists, is not empty and holds no samebits manifest; choose another OUT_DIR"
         )
     return has_manifest
+
+
+@contextlib.contextmanager
+def _only_run_in(out: Path, resume: bool) -> Iterator[bool]:
+    """Hold OUT_DIR's lock for the run (a second run into it is one line) and check it again
+    under the lock; whether it holds a manifest."""
+    try:
+        with exclusive(out / LOCK):
+            yield _check_out_dir(out, resume)
+    except FolderBusy:
+        raise UserError(
+            f"'{out}' is being written by another samebits predict run; wait for it to end or choose another OUT_DIR"
+        ) from None
 
 
 def _make_writable(out: Path) -> None:
@@ -272,7 +287,7 @@ def predict(
     if batch_size < 1 or shard_size < 1 or workers < 1 or (threads_per_worker is not None and threads_per_worker < 1):
         raise UserError("--batch-size, --shard-size, --workers and --threads-per-worker must be >= 1")
     out = Path(out_dir)
-    has_manifest = _check_out_dir(out, resume)
+    _check_out_dir(out, resume)
     files = input_files(inputs)
     loaded = as_loaded(model_or_spec)
     if engine not in ("local", "ray"):
@@ -281,75 +296,76 @@ def predict(
         needs_spec(loaded)
     dataset = open_dataset(files, loaded.model, image=image, skip_bad=skip_bad)
     _make_writable(out)  # before the Predictor calibrates, not after
-    example = example_of(dataset)
-    _check_forward(loaded.model, example)
-    # The plan (verified sizes) must not depend on --batch-size, or neither would the bits: the
-    # Predictor keeps its own maximum, and batch_size only cuts the calls to it.
-    threads, predictor = thread_plan(
-        lambda: Predictor(loaded, backend=backend, example_inputs=example, cache_dir=cache_dir),
-        example,
-        workers,
-        threads_per_worker,
-    )
-    with num_threads(threads["per_worker"]), predictor:
-        header = header_of(predictor, loaded.spec, batch_size, shard_size, files, dataset, threads)
-        complete = _resumable(out, header) if resume and has_manifest else {}
-        out.mkdir(parents=True, exist_ok=True)
-        shards: dict[int, dict[str, Any]] = {}
-        todo = []
-        for index in range(shard_count(dataset.total, shard_size)):
-            start, stop = index * shard_size, min((index + 1) * shard_size, dataset.total)
-            path, entry = out / shard_name(index), complete.get(index)
-            if (
-                entry
-                and (entry.get("start"), entry.get("stop")) == (start, stop)
-                and path.is_file()
-                and sha256_file(path) == entry.get("sha256")
-            ):
-                shards[index] = entry  # complete, and its file unchanged
-            else:
-                todo.append(index)
-        _write_manifest(out, header, shards)
-        counted = [sum(s["stop"] - s["start"] for s in shards.values())]
-        written = [time.monotonic()]
-
-        def done(entry: dict[str, Any]) -> None:
-            shards[entry["index"]] = entry
-            if time.monotonic() - written[0] >= MANIFEST_EVERY:  # rewriting it per shard would be quadratic
-                _write_manifest(out, header, shards)
-                written[0] = time.monotonic()
-            counted[0] += entry["stop"] - entry["start"]
-            if progress is not None:
-                progress(counted[0], dataset.total)
-
-        try:
-            if engine == "local" and (workers == 1 or len(todo) < 2):
-                for index in todo:
-                    done(compute_shard(predictor, dataset, index, shard_size, batch_size, out))
-            else:
-                predictor.close()  # the workers build their own, from the calibration cached by this one
-                job = {
-                    "spec": loaded.spec,
-                    "backend": backend,
-                    "cache_dir": str(predictor.cache_dir),
-                    "files": [f.to_dict() for f in files],
-                    "image": dataclasses.asdict(dataset.options["image"]),
-                    "skip_bad": skip_bad,
-                    "shard_size": shard_size,
-                    "batch_size": batch_size,
-                    "threads": {"build": threads["build"], "run": threads["per_worker"]},
-                    "out": str(out),
-                    "expect": {k: header[k] for k in ("plan", "fingerprint_sha256", "weights_sha256")},
-                }
-                if engine == "ray":
-                    from samebits.offline.ray_data import run_on_ray
-
-                    run_on_ray(job, todo, done, max(1, min(workers, len(todo))))
+    with _only_run_in(out, resume) as has_manifest:
+        example = example_of(dataset)
+        _check_forward(loaded.model, example)
+        # The plan (verified sizes) must not depend on --batch-size, or neither would the bits: the
+        # Predictor keeps its own maximum, and batch_size only cuts the calls to it.
+        threads, predictor = thread_plan(
+            lambda: Predictor(loaded, backend=backend, example_inputs=example, cache_dir=cache_dir),
+            example,
+            workers,
+            threads_per_worker,
+        )
+        with num_threads(threads["per_worker"]), predictor:
+            header = header_of(predictor, loaded.spec, batch_size, shard_size, files, dataset, threads)
+            complete = _resumable(out, header) if resume and has_manifest else {}
+            out.mkdir(parents=True, exist_ok=True)
+            shards: dict[int, dict[str, Any]] = {}
+            todo = []
+            for index in range(shard_count(dataset.total, shard_size)):
+                start, stop = index * shard_size, min((index + 1) * shard_size, dataset.total)
+                path, entry = out / shard_name(index), complete.get(index)
+                if (
+                    entry
+                    and (entry.get("start"), entry.get("stop")) == (start, stop)
+                    and path.is_file()
+                    and sha256_file(path) == entry.get("sha256")
+                ):
+                    shards[index] = entry  # complete, and its file unchanged
                 else:
-                    with WorkerPool(job, min(workers, len(todo))) as pool:
-                        pool.run(todo, done)
-        finally:  # complete shards are listed, whatever stopped the run
+                    todo.append(index)
             _write_manifest(out, header, shards)
+            counted = [sum(s["stop"] - s["start"] for s in shards.values())]
+            written = [time.monotonic()]
+
+            def done(entry: dict[str, Any]) -> None:
+                shards[entry["index"]] = entry
+                if time.monotonic() - written[0] >= MANIFEST_EVERY:  # rewriting it per shard would be quadratic
+                    _write_manifest(out, header, shards)
+                    written[0] = time.monotonic()
+                counted[0] += entry["stop"] - entry["start"]
+                if progress is not None:
+                    progress(counted[0], dataset.total)
+
+            try:
+                if engine == "local" and (workers == 1 or len(todo) < 2):
+                    for index in todo:
+                        done(compute_shard(predictor, dataset, index, shard_size, batch_size, out))
+                else:
+                    predictor.close()  # the workers build their own, from the calibration cached by this one
+                    job = {
+                        "spec": loaded.spec,
+                        "backend": backend,
+                        "cache_dir": str(predictor.cache_dir),
+                        "files": [f.to_dict() for f in files],
+                        "image": dataclasses.asdict(dataset.options["image"]),
+                        "skip_bad": skip_bad,
+                        "shard_size": shard_size,
+                        "batch_size": batch_size,
+                        "threads": {"build": threads["build"], "run": threads["per_worker"]},
+                        "out": str(out),
+                        "expect": {k: header[k] for k in ("plan", "fingerprint_sha256", "weights_sha256")},
+                    }
+                    if engine == "ray":
+                        from samebits.offline.ray_data import run_on_ray
+
+                        run_on_ray(job, todo, done, max(1, min(workers, len(todo))))
+                    else:
+                        with WorkerPool(job, min(workers, len(todo))) as pool:
+                            pool.run(todo, done)
+            finally:  # complete shards are listed, whatever stopped the run
+                _write_manifest(out, header, shards)
     samples = sum(s["samples"] for s in shards.values())
     skipped = sum(len(s.get("skipped", [])) for s in shards.values()) + len(dataset.skipped_files)
     notes = list(getattr(predictor, "notes", []))

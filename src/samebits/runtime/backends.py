@@ -153,10 +153,9 @@ def _build(
         built = build_once(
             path, lambda tmp: torch.export.save(torch.export.export(model, example.args, example.kwargs), str(tmp))
         )
-        from samebits.models.pt2_scan import scan_pt2
+        from samebits.models.pt2_archive import load_exported
 
-        scan_pt2(path)
-        return Built(torch.export.load(str(path)).module(), path, built)
+        return Built(load_exported(path).module(), path, built)
     if name == "compile":
         if not (shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")):
             raise BackendUnavailable("torch.compile on CPU needs a C++ compiler at run time, and none is on PATH")

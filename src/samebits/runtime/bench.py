@@ -13,7 +13,7 @@ import torch
 
 from samebits.runtime.options import BenchOptions
 from samebits.models import LoadedModel, ModelInputs
-from samebits.models.target import as_loaded, inputs_for, spec_of
+from samebits.models.target import as_loaded, eval_mode, inputs_for, spec_of
 from samebits.runtime.child import ENTRY
 from samebits.measure.batching import batch_size_of, concat_batches, output_row, random_neighbour, take_sample
 from samebits.measure.processes import ChildJob, ChildRunner
@@ -93,7 +93,7 @@ def bench(
         raise UserError("rounds must be >= 1, budget > 0 and batch sizes positive")
     if batch_size_of(example) is None:
         raise UserError("bench needs example inputs with a batch dimension (dim 0)")
-    model = loaded.model.eval() if isinstance(loaded.model, torch.nn.Module) else loaded.model
+    model = eval_mode(loaded.model)
     check_forward(model, example, need_tensor=True)
     sample = take_sample(example, 0)
     try:

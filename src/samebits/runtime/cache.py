@@ -17,7 +17,7 @@ import torch
 
 from samebits._version import __version__
 from samebits.errors import UserError
-from samebits.files import atomic_write, sha256_file
+from samebits.files import atomic_write, owned_entry, sha256_file, tree_bytes
 
 
 def _home_cache() -> Path:
@@ -114,12 +114,20 @@ class ArtifactCache:
         return None
 
     def manifest(self) -> dict[str, dict[str, Any]]:
+        """The entries samebits recorded, each naming one entry directly inside the folder (the
+        folder itself, a path or the marker and manifest are dropped: nothing acts on them)."""
         try:
             data = json.loads((self.folder / MANIFEST).read_text())
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             return {}
         entries = data.get("entries") if isinstance(data, dict) else None
-        return {k: v for k, v in entries.items() if isinstance(v, dict)} if isinstance(entries, dict) else {}
+        if not isinstance(entries, dict):
+            return {}
+        return {
+            k: v
+            for k, v in entries.items()
+            if isinstance(v, dict) and owned_entry(self.folder, k) and k not in (MARKER, MANIFEST)
+        }
 
     # -- writing --------------------------------------------------------------------------------
     def ensure(self) -> None:
@@ -223,15 +231,15 @@ class ArtifactCache:
         out = []
         for name, entry in sorted(self.manifest().items()):
             p = self.folder / name
-            if not p.exists():
+            if p.is_symlink() or not p.exists():  # samebits writes no links: one is not its entry
                 continue
-            size = sum(f.stat().st_size for f in p.rglob("*") if f.is_file()) if p.is_dir() else p.stat().st_size
-            out.append({"name": name, "kind": entry.get("kind", "artifact"), "bytes": size})
+            out.append({"name": name, "kind": entry.get("kind", "artifact"), "bytes": tree_bytes(p)})
         return out
 
     def clear(self) -> int:
-        """Remove every entry in the manifest (and its lock); nothing else. Refuses a folder
-        without the marker. Returns how many entries were removed."""
+        """Remove every entry in the manifest (and its lock); nothing else: not the folder, not
+        a link (samebits writes none), not what a link points to. Refuses a folder without the
+        marker. Returns how many entries were removed."""
         import shutil
 
         if not self.folder.exists():
@@ -242,12 +250,12 @@ class ArtifactCache:
         with self.lock(MANIFEST):
             for name in self.manifest():
                 p = self.folder / name
-                if name in (MARKER, MANIFEST) or "/" in name or name.startswith(".."):
+                if p.is_symlink():
                     continue
-                if p.is_dir() and not p.is_symlink():
+                if p.is_dir():
                     shutil.rmtree(p)
                     count += 1
-                elif p.exists() or p.is_symlink():
+                elif p.exists():
                     p.unlink()
                     count += 1
                 (self.folder / f"{name}.lock").unlink(missing_ok=True)

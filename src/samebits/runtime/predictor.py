@@ -18,7 +18,7 @@ from torch import nn
 from samebits.errors import UserError, first_line
 from samebits.fingerprint.diff import bit_relevant_digest
 from samebits.models import ModelInputs
-from samebits.models.target import as_loaded, inputs_for
+from samebits.models.target import as_loaded, eval_mode, inputs_for
 from samebits.runtime.cache import ArtifactCache, artifact_key, default_cache_dir
 from samebits.runtime.backends import BACKENDS, BackendUnavailable, backend_versions, build
 from samebits.measure.batching import (
@@ -140,7 +140,7 @@ class Predictor:
             self.fingerprint = Fingerprint.capture().to_dict()
             self.model, self._example = prepare(model, example, device, dtype)
             if isinstance(self.model, nn.Module):
-                self.model.eval().requires_grad_(False)
+                eval_mode(self.model).requires_grad_(False)
             self._runners: dict[int, Any] = {}
             # Export once with a dynamic batch dim where it can work: not for a list input (images),
             # whose length torch.export cannot make dynamic; those get one file per batch size.

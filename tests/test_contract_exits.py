@@ -1,0 +1,126 @@
+"""The contract, class 'exit codes': bad input is one line and exit 2, a bug is exit 3, never
+a traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+
+from conftest import run_cli, scrubbed_env
+from contract import MODELS, m, one_error, rewrite, snapshot
+
+CASES = [
+    (["check", m("none")], "the model's output holds no tensor"),
+    (["check", m("string")], "the model's output holds no tensor"),
+    (["check", m("raises")], "the model's forward raised RuntimeError: boom in forward"),
+    (["check", m("factory_raises")], "raised ValueError: the factory itself fails"),
+    (["check", m("nothing_here")], "nothing_here"),
+    (["check", "missing.py:make"], "does not exist"),
+    (["check", "demo:mlp", "--device", "tpu"], "unknown device 'tpu'"),
+    (["check", "demo:mlp", "--input-shape", "100000,100000,100000"], "samebits makes random inputs up to"),
+    (["check", "demo:mlp", "--input-shape", "4,x"], "is not a comma-separated list of sizes"),
+    (["check", "demo:mlp", "--axes", "nope"], "unknown axis nope"),
+    (["check", "demo:mlp", "--runs", "1"], "runs (--runs) must be >= 2"),
+    (["check", "demo:mlp", "--timeout", "0"], "--timeout must be > 0"),
+    (["check", "demo:mlp", "--atol", "0.1"], "give atol and rtol both or neither"),
+    (["check", "demo:mlp", "--dtype", "float17"], "unknown dtype 'float17'"),
+    (["check", "demo:mlp", "--input", "."], "is a directory"),
+    (["check", "demo:mlp", "--input", "nope.pt"], "does not exist"),
+    (["check", "demo:mlp", "--input", "x.csv", "--input-shape", "8,256"], "give --input or --input-shape, not both"),
+    (["doctor", "demo:mlp", "--memory-cap", "-5"], "must be > 0"),
+    (["doctor", "demo:mlp", "--timeout", "0"], "must be > 0"),
+    (["bench", m("raises")], "boom in forward"),
+    (["bench", m("unbatched")], "bench needs inputs whose dim 0 is the batch"),
+    (["bench", "demo:mlp", "--rounds", "0"], "rounds must be >= 1"),
+    (["bench", "demo:mlp", "--backends", "foo"], "unknown backend foo"),
+    (["record", m("object_leaf"), "-o", "o.safetensors"], "cannot walk a builtins.object at '.handle'"),
+    (["lint", str(MODELS), "-o", "/proc/none/x"], "cannot write -o /proc/none/x"),
+    (["verify", "."], "is a directory"),
+    (["verify", "missing.safetensors"], "does not exist"),
+    (["env", "--diff", "missing.json"], "missing.json"),
+]
+
+
+@pytest.mark.parametrize(("argv", "fragment"), CASES, ids=[" ".join(a[:3]).replace(str(MODELS), "m") for a, _ in CASES])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, argv, fragment):
+    before = snapshot(tmp_path)
+    one_error(run_cli(*argv, cwd=tmp_path), fragment)
+    assert snapshot(tmp_path) == before
+
+
+def test_a_check_in_which_nothing_ran_is_exit_2_not_identical():
+    out = run_cli("check", "demo:mlp", "--axes", "batch", "--batch-dim", "5")
+    assert (
+        out.returncode == 2
+        and out.stdout.startswith("Nothing was checked: every axis was skipped")
+        and "identical" not in out.stdout.split("\n")[0]
+    )
+
+
+def test_run_on_a_missing_script_says_so(tmp_path):
+    out = run_cli("run", "--deterministic", "--", sys.executable, "missing.py", cwd=tmp_path)
+    assert (
+        out.returncode == 2
+        and "can't open file 'missing.py'" in out.stderr.strip().splitlines()[-1]
+        and "Traceback" not in out.stderr
+    )
+
+
+GOLDEN_DAMAGE = {
+    "output_paths not a list": (lambda h: h.update(output_paths="x"), "output_paths is a str"),
+    "output_paths not strings": (lambda h: h.update(output_paths=[1]), "output_paths are not all strings"),
+    "profile malformed": (
+        lambda h: h.update(profile={"name": "deterministic", "seed": "zero"}),
+        "profile is malformed",
+    ),
+    "inputs not an object": (lambda h: h.update(inputs=[1]), "inputs is a list"),
+    "fingerprint not an object": (lambda h: h.update(fingerprint="x"), "fingerprint is a str"),
+    "trace malformed": (lambda h: h.update(trace=[{"name": 1}]), "trace is malformed"),
+    "listed output missing": (lambda h: h["output_paths"].append(".ghost"), "are listed but not stored"),
+    "input tensor missing": (
+        lambda h: h["inputs"]["args"].append({"$tensor": "inputs/ghost"}),
+        "the stored tensor 'inputs/ghost' is missing",
+    ),
+    "unknown input node": (lambda h: h["inputs"]["args"].append({"$weird": 1}), "unknown node in a stored structure"),
+    "schema from the future": (lambda h: h.update(schema_version=99), "schema_version 99"),
+}
+
+
+@pytest.mark.parametrize("case", list(GOLDEN_DAMAGE))
+def test_a_damaged_golden_header_is_one_line(tmp_path, golden, case):
+    edit, fragment = GOLDEN_DAMAGE[case]
+    g = rewrite(golden, tmp_path / "g.safetensors", edit_header=edit)
+    one_error(run_cli("verify", str(g), "demo:mlp"), fragment)
+
+
+def test_verify_with_a_model_that_does_not_fit_is_one_line(golden):
+    one_error(
+        run_cli("verify", str(golden), "demo:cnn"),
+        "on the golden's stored inputs; is demo:cnn the model it was recorded from?",
+    )
+
+
+def test_verify_with_another_dtype_in_the_golden_is_a_mismatch_not_a_crash(tmp_path, golden):
+    g = rewrite(
+        golden,
+        tmp_path / "g.safetensors",
+        edit_tensors=lambda t: t.update({"outputs/output": t["outputs/output"].double()}),
+    )
+    out = run_cli("verify", str(g), "demo:mlp")
+    assert out.returncode == 1 and "Traceback" not in out.stderr and "dtype" in out.stdout.lower()
+
+
+def test_an_internal_error_is_exit_3_never_1(tmp_path):
+    code = (
+        "import sys, samebits.checker.run as r\n"
+        "def broken(*a, **k): raise KeyError('a bug')\n"
+        "r.check = broken\n"
+        "import samebits.checker as c; c.check = broken\n"
+        "from samebits.cli.app import main\n"
+        "main(['check', 'demo:mlp'])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=scrubbed_env(), timeout=120)
+    one_error(out, "samebits: internal error: KeyError: 'a bug'; please report it", code=3)

@@ -1,0 +1,109 @@
+"""The contract, class 'leaks': no switch, child process or temp folder outlives samebits."""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+import samebits
+from samebits.runtime.cache import MARKER, ArtifactCache
+
+from conftest import scrubbed_env
+from contract import m
+
+
+def test_an_unclosed_predictor_restores_every_switch_when_collected(tmp_path):
+    assert not torch.are_deterministic_algorithms_enabled()
+    p = samebits.Predictor(torch.nn.Linear(4, 2), example_inputs=torch.randn(4, 4), cache_dir=tmp_path / "c")
+    assert torch.are_deterministic_algorithms_enabled()
+    del p
+    gc.collect()
+    assert not torch.are_deterministic_algorithms_enabled()
+
+
+def test_predictors_closed_out_of_order_restore_the_users_switches(tmp_path):
+    model, x = torch.nn.Linear(4, 2), torch.randn(4, 4)
+    a = samebits.Predictor(model, example_inputs=x, cache_dir=tmp_path / "c")
+    b = samebits.Predictor(model, example_inputs=x, cache_dir=tmp_path / "c")
+    a.close()
+    assert torch.are_deterministic_algorithms_enabled()  # b still needs it
+    b.close()
+    assert not torch.are_deterministic_algorithms_enabled()
+
+
+def test_an_in_process_check_leaves_the_environment_as_it_was():
+    before = dict(os.environ)
+    samebits.check("demo:mlp", axes=("batch", "repeat"))
+    assert dict(os.environ) == before
+
+
+def _children_of(pid: int | None) -> list[int]:
+    """samebits' child processes (of ``pid``, or of anyone with ``None``)."""
+    out = subprocess.run(["ps", "-eo", "pid,ppid,args"], capture_output=True, text=True).stdout
+    rows = [line.split(None, 2) for line in out.splitlines()[1:]]
+    return [
+        int(r[0])
+        for r in rows
+        if len(r) == 3 and "samebits.measure.child" in r[2] and (pid is None or int(r[1]) == pid)
+    ]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_to_samebits_alone_ends_its_children_and_temp_folder(tmp_path, sig):
+    env = scrubbed_env(TMPDIR=str(tmp_path))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "samebits", "check", m("slow"), "--axes", "process"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not _children_of(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    children = _children_of(proc.pid)
+    assert children, "the process axis never started its children"
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    time.sleep(0.5)
+    assert proc.returncode == (130 if sig == signal.SIGINT else 143)
+    assert not set(children) & set(_children_of(None)), "children outlived samebits"
+    assert not list(tmp_path.glob("samebits-*")), "the temp folder was left behind"
+    assert "Traceback" not in err
+
+
+def test_a_signal_that_lands_in_a_finaliser_still_stops_the_command(tmp_path):
+    # Python drops exceptions raised inside __del__; the signal is delivered again after it.
+    proc = subprocess.run(
+        [sys.executable, "-m", "samebits", "check", m("signal_in_finaliser"), "--axes", "repeat", "--runs", "50"],
+        env=scrubbed_env(TMPDIR=str(tmp_path)),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 143, proc.stderr
+    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr
+    assert not list(tmp_path.glob("samebits-*"))
+
+
+def test_an_onnxruntime_build_leaves_only_its_entries(tmp_path):
+    pytest.importorskip("onnxruntime")
+    cache = tmp_path / "cache"
+    with samebits.Predictor(
+        torch.nn.Linear(4, 2), example_inputs=torch.randn(4, 4), backend="onnxruntime", cache_dir=cache, tile=4
+    ):
+        pass
+    listed = set(ArtifactCache(cache).manifest())
+    stray = [
+        p.name
+        for p in cache.iterdir()
+        if p.name not in listed and not p.name.endswith(".lock") and p.name not in (MARKER, "manifest.json")
+    ]
+    assert stray == [] and any(n.endswith(".ort.onnx") for n in listed)
