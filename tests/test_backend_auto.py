@@ -47,11 +47,15 @@ def test_choose_keeps_eager_within_noise_and_never_mixes_a_drifting_backend():
 
 
 def test_auto_mixes_identical_backends_and_a_sample_keeps_its_bits(cache, monkeypatch):
-    # torchscript made "fastest" at the small sizes, export at the large: forwards must go there
+    # torchscript made "fastest" at the small sizes, export at the large: forwards must go there.
+    # ONNX Runtime is left out: whether its bits equal eager's depends on the CPU (they do on
+    # some Intel machines, not on the AMD ones), and a backend with eager's bits could win a size.
     monkeypatch.setattr(
         auto, "time_sizes", fake_times(lambda b, s: {"torchscript": 0.5 if s <= 8 else 2, "export": 0.5}.get(b, 1.0))
     )
-    with samebits.Predictor(mlp(), example_inputs=rows(8), backend="auto", cache_dir=cache) as p:
+    with samebits.Predictor(
+        mlp(), example_inputs=rows(8), backend="auto", cache_dir=cache, auto_backends=("eager", "torchscript", "export")
+    ) as p:
         plan = p.plan
         assert plan["backend"] == "auto" and plan["drift"]["torchscript"]["identical"]
         by_size = {int(s): b for s, b in plan["backend_by_size"].items()}
