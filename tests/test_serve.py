@@ -318,6 +318,30 @@ def test_the_app_mounts_inside_an_existing_fastapi_app(reference):
         predictor.close()
 
 
+def test_the_served_fingerprint_digest_is_the_predict_manifests(tmp_path):
+    """One name, one meaning: ``fingerprint_sha256`` is the bit-relevant digest in both places."""
+    import numpy as np
+    from fastapi.testclient import TestClient
+
+    from samebits.measure.threads import num_threads
+    from samebits.offline import predict
+    from samebits.serve.options import ServeOptions
+    from samebits.serve.server import build
+
+    np.save(tmp_path / "x.npy", np.zeros((4, 256), dtype="float32"))
+    predict("demo:mlp", [str(tmp_path / "x.npy")], tmp_path / "out", cache_dir=tmp_path / "cache")
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    with num_threads(torch.get_num_threads()):  # serve's --threads is set for good: put back after
+        app, predictor, _ = build("demo:mlp", options=ServeOptions(threads=manifest["threads"]["build"]))
+    try:
+        with TestClient(app) as client:
+            served = client.get("/v2/models/mlp").json()["parameters"]["samebits"]
+    finally:
+        predictor.close()
+    assert served["fingerprint_sha256"] == manifest["fingerprint_sha256"]
+    assert len(served["fingerprint_sha256"]) == 64
+
+
 def test_golden_self_check_decides_readiness(tmp_path):
     golden = tmp_path / "mlp.safetensors"
     recorded = subprocess.run(

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -16,6 +15,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from samebits._version import __version__
+from samebits.fingerprint.diff import bit_relevant_digest
 from samebits.serve.batcher import Batcher, Draining, ForwardFailed, QueueFull, Stuck, TimedOut
 from samebits.serve.generate import BadGenerate, generate_batcher, parse_generate, supports_generate, vocab_size
 from samebits.serve.options import ServeOptions
@@ -206,7 +206,7 @@ def create_app(
     generating = generate_batcher(predictor, options) if supports_generate(predictor) else None
     vocab = vocab_size(predictor)
     limit = int(options.max_body_mb * 1024 * 1024)
-    fingerprint = hashlib.sha256(json.dumps(predictor.fingerprint, sort_keys=True, default=str).encode()).hexdigest()
+    fingerprint = bit_relevant_digest(predictor.fingerprint)  # as in a predict manifest: equal where bits are
     model_metadata = {
         "name": name,
         "versions": ["1"],
