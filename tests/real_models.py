@@ -90,6 +90,21 @@ def gpt2_twins():
     return model, {"input_ids": ids, "attention_mask": mask}
 
 
+def gpt2_cache_only():
+    """The prompts of ``gpt2_prompts`` on a GPT-2 whose ``generate`` refuses ``use_cache=False``
+    (a model people ship that only decodes with its cache): the cache axis cannot run."""
+    model, inputs = gpt2_prompts()
+    plain = model.generate
+
+    def generate(*args, **kwargs):
+        if kwargs.get("use_cache") is False:
+            raise NotImplementedError("this model decodes with its KV cache only")
+        return plain(*args, **kwargs)
+
+    model.generate = generate
+    return model, inputs
+
+
 def gpt2_decode():
     """One decode step: a single token per row, no cache passed in (a DynamicCache comes out)."""
     return _gpt2(True), {"input_ids": _ids((4, 16), 512)[:, :1]}

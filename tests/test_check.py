@@ -14,7 +14,7 @@ from samebits.checker.axes.batch import format_groups
 from samebits.errors import UserError
 from samebits.measure.threads import in_process_reason
 
-from conftest import run_cli
+from conftest import REPO, run_cli
 
 MODELS = Path(__file__).with_name("check_models.py")
 
@@ -246,3 +246,20 @@ def test_samebits_check_lint_and_doctor_are_plain_functions():
 def test_check_on_cuda():
     report = check(spec("clean"), axes=("repeat", "batch"), device="cuda", batch_sizes=(1, 2))
     assert report.axis("repeat").verdict == "identical"
+
+
+def test_docs_check_md_shows_the_cause_registry():
+    from samebits.rules.causes import render_table
+
+    assert render_table() in (REPO / "docs" / "check.md").read_text(), "paste render_table() into docs/check.md"
+
+
+def test_each_fix_text_is_written_once_in_src():
+    """check, check --generate and the rules take their fixes from the registry, never a copy."""
+    from samebits.rules.causes import CAUSES
+
+    texts = {t for c in CAUSES.values() for t in (c.fix, *c.fixes.values())}
+    src = REPO / "src" / "samebits"
+    sources = {p: p.read_text() for p in src.rglob("*.py") if p.name != "causes.py" or p.parent.name != "rules"}
+    copies = [(t[:40], str(p.relative_to(src))) for t in texts for p, s in sources.items() if t[:40] in s]
+    assert copies == []

@@ -5,8 +5,10 @@ checked against generations computed here with `model.generate` directly; a mode
 from __future__ import annotations
 
 import json
+from importlib import resources
 from pathlib import Path
 
+import jsonschema
 import pytest
 import torch
 
@@ -135,10 +137,45 @@ def test_the_cli_reports_the_parting_and_exits_1(tmp_path):
     assert "Where generations part" in html and row in html and "<script" not in html
     text = " ".join(result.stdout.split())
     assert "Generations part across batch" in text and "margin" in text
+    jsonschema.validate(json.loads((tmp_path / "gen.json").read_text()), schema("check-generate"))
     (cause,) = json.loads((tmp_path / "gen.json").read_text())["causes"]  # the batch axis's, measured
     assert cause["axis"] == "batch" and f"- {cause['code']}: " in text and "Causes (each measured)" in html
     bad = run_cli("check", "demo:mlp", "--generate", "4")
     assert bad.returncode == 2 and "generate" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def schema(kind: str) -> dict:
+    return json.loads(resources.files("samebits").joinpath(f"schemas/{kind}.schema.json").read_text())
+
+
+@pytest.mark.parametrize("kind", ["check", "check-generate"])
+def test_the_schemas_name_every_cause_of_the_registry(kind):
+    from samebits.rules.causes import CAUSES
+
+    assert schema(kind)["properties"]["causes"]["items"]["properties"]["code"]["enum"] == list(CAUSES)
+
+
+def test_an_axis_that_raises_is_an_error_and_the_others_still_report(tmp_path):
+    report = check_generation(f"{HERE / 'real_models.py'}:gpt2_cache_only", max_new_tokens=3, axes=("repeat", "cache"))
+    verdicts = {a.axis: (a.tokens, a.scores) for a in report.axes}
+    assert verdicts == {"repeat": ("identical", "identical"), "cache": ("error", "error")}
+    (cache,) = [a for a in report.axes if a.axis == "cache"]
+    assert "NotImplementedError: this model decodes with its KV cache only" in cache.summary
+    assert report.exit_code == 2 and not report.ok and "could not run" in report.headline()
+    out = run_cli(
+        "check",
+        f"{HERE / 'real_models.py'}:gpt2_cache_only",
+        "--generate",
+        "3",
+        "--axes",
+        "repeat,cache",
+        "--json",
+        str(tmp_path / "gen.json"),
+    )
+    assert out.returncode == 2, out.stderr
+    data = json.loads((tmp_path / "gen.json").read_text())
+    assert [a["tokens"] for a in data["axes"]] == ["identical", "error"] and data["exit_code"] == 2
+    jsonschema.validate(data, schema("check-generate"))
 
 
 def test_sampling_with_a_seed_repeats_and_differs_from_greedy_and_from_another_seed(tmp_path):

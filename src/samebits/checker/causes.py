@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 from samebits.checker.report import AxisResult, BatchDetails, Cause, ChildrenDetails, SeedDetails, StateDetails
 from samebits.measure.guard import training_modules
+from samebits.rules.causes import fix_of
 
 T = TypeVar("T")
 
@@ -53,7 +54,7 @@ def training_mode(e: Evidence) -> list[Cause]:
             ", ".join(fixed),
             f"the model is in training mode: {_names(training)}",
             f"with model.eval() the {', '.join(fixed)} axis{'es are' if len(fixed) > 1 else ' is'} identical",
-            "call model.eval() before inference",
+            fix_of("training-mode"),
             verified=True,
         )
     ]
@@ -84,7 +85,7 @@ def state_between_calls(e: Evidence) -> list[Cause]:
             "the output changes from call to call although the forward draws no random numbers: the model keeps state between calls (a counter, a cache, an attribute it updates)",
             "no torch, NumPy or Python RNG state changed during the forward"
             + (f"; {shapes.splitlines()[0]}" if shapes else ""),
-            "make the forward a function of its inputs and parameters only (reset or remove the state it updates)",
+            fix_of("state-between-calls"),
         )
     ]
 
@@ -105,7 +106,7 @@ def randomness_in_forward(e: Evidence) -> list[Cause]:
             ", ".join(axes),
             f"the forward draws random numbers ({', '.join(rngs) or 'from an RNG'}) in {where}",
             f"{seed.runs - seed.agreed + 1} of {seed.runs} re-seeded runs differ; the {', '.join(rngs)} RNG state changes during the forward",
-            "remove sampling from inference, or seed right before each call (samebits.deterministic(seed)) / pass a torch.Generator",
+            fix_of("randomness-in-forward"),
         )
     ]
 
@@ -123,7 +124,7 @@ def state_mutation(e: Evidence) -> list[Cause]:
             "state",
             f"the forward changes the model's own tensors in {_names(mods)}",
             f"{len(details.changed) if details else 0} parameters or buffers have other digests after one forward",
-            "do not update buffers in forward; put stateful modules in eval mode (model.eval())",
+            fix_of("state-mutation"),
         )
     ]
 
@@ -142,7 +143,7 @@ def per_process(e: Evidence) -> list[Cause]:
                 "process",
                 "the output depends on Python's hash order (a set or dict of strings iterated in the forward)",
                 f"processes with different PYTHONHASHSEED differ; with PYTHONHASHSEED=0 all {fixed.runs} agree",
-                "start the process with `samebits run -- python ...` (fixes PYTHONHASHSEED before start), or iterate sorted(...)",
+                fix_of("hash-order"),
                 verified=True,
             )
         ]
@@ -155,7 +156,7 @@ def per_process(e: Evidence) -> list[Cause]:
             "process",
             "each process computes other bits, even with one PYTHONHASHSEED",
             f"{still} processes with PYTHONHASHSEED=0 still differ while repeats in one process agree",
-            "build compiled artifacts (engines, autotuning) once and load the same file in every process",
+            fix_of("per-process"),
         )
     ]
 
@@ -174,7 +175,7 @@ def thread_count(e: Evidence) -> list[Cause]:
             "threads",
             f"the output depends on the intra-op thread count{where}",
             f"{runs} with {counts} give other bits",
-            "fix the thread count: `samebits run --threads N -- ...` or samebits.deterministic(threads=N)",
+            fix_of("thread-count"),
         )
     ]
 
@@ -191,7 +192,7 @@ def batch_size(e: Evidence) -> list[Cause]:
             "batch",
             f"a sample's output depends on the batch size{where}",
             f"batch sizes that agree bit for bit: {details.groups_text if details else '?'}",
-            "run every forward at one fixed tile size (pad the last batch) or use a batch-invariant backend",
+            fix_of("batch-size"),
         )
     ]
 
@@ -209,9 +210,7 @@ def nondeterministic_kernels(e: Evidence) -> list[Cause]:
             "repeated forwards in one process give other bits"
             + (f", starting in {repeat.origin.module} ({repeat.origin.type})" if repeat.origin else ""),
             f"{repeat.agreed}/{repeat.runs} repeats identical; under samebits.deterministic() {again.agreed}/{again.runs}",
-            "run inference inside samebits.deterministic()"
-            if verified
-            else "find the nondeterministic op in the module named; samebits.deterministic() did not fix it",
+            fix_of("nondeterministic-kernels", None if verified else "unfixed"),
             verified=verified,
         )
     ]

@@ -25,7 +25,8 @@ import torch
 
 from samebits.checker.generation_causes import EXPLAIN, Ctx, Site, last_position_of_row, process_cause
 from samebits.checker.report import Cause
-from samebits.errors import UserError
+from samebits.errors import UserError, first_line
+from samebits.exit_codes import exit_code
 from samebits.measure.generate import Generator, step_digests
 from samebits.models.target import as_loaded, eval_mode, inputs_for
 
@@ -51,8 +52,8 @@ class Parting:
 @dataclasses.dataclass
 class GenerationAxis:
     axis: str
-    tokens: str  # "identical" | "diverged"
-    scores: str  # "identical" | "diverged" (bits of every step's scores)
+    tokens: str  # "identical" | "diverged" | "skipped" | "error" (the summary says why)
+    scores: str  # the same verdicts, on the bits of every step's scores
     prompts: int
     parted: list[Parting]
     first_score_difference: dict[str, Any] | None  # prompt, step, max_abs where scores first differ
@@ -72,12 +73,24 @@ class GenerationReport:
     causes: list[Cause] = dataclasses.field(default_factory=list)  # one per axis that differs, measured
 
     @property
+    def ran(self) -> list[GenerationAxis]:
+        return [a for a in self.axes if a.tokens in ("identical", "diverged")]
+
+    @property
+    def differs(self) -> bool:
+        return any("diverged" in (a.tokens, a.scores) for a in self.axes)
+
+    @property
+    def errored(self) -> list[GenerationAxis]:
+        return [a for a in self.axes if a.tokens == "error"]
+
+    @property
     def ok(self) -> bool:
-        return all(a.tokens in ("identical", "skipped") and a.scores in ("identical", "skipped") for a in self.axes)
+        return not self.differs and not self.errored and bool(self.ran)
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.ok else 1
+        return exit_code(found=self.differs, errored=bool(self.errored), ran=bool(self.ran))
 
     def headline(self) -> str:
         parted = [a for a in self.axes if a.tokens == "diverged"]
@@ -90,6 +103,10 @@ class GenerationReport:
         scored = [a.axis for a in self.axes if a.scores == "diverged"]
         if scored:
             return f"Same tokens on every axis; the scores' bits change across {', '.join(scored)}"
+        if self.errored:
+            return f"The {', '.join(a.axis for a in self.errored)} axis could not run: {self.errored[0].summary}"
+        if not self.ran:
+            return "Nothing was checked: every axis was skipped"
         return "Same tokens and the same score bits on every axis"
 
     def to_dict(self) -> dict[str, Any]:
@@ -289,6 +306,11 @@ def check_generation(
             result = _compare(axis, prompts, reference, runs[axis]())
         except _Skip as exc:
             results.append(GenerationAxis(axis, "skipped", "skipped", len(prompts), [], None, str(exc)))
+            continue
+        except Exception as exc:  # one axis that cannot run does not end the check
+            results.append(
+                GenerationAxis(axis, "error", "error", len(prompts), [], None, first_line(exc, with_type=True))
+            )
             continue
         results.append(result)
         if result.tokens == "identical" and result.scores == "identical":

@@ -17,6 +17,7 @@ import torch
 
 from samebits.checker.report import Cause
 from samebits.measure.invariance import format_groups
+from samebits.rules.causes import fix_of
 from samebits.tensors import tree
 from samebits.tensors.digest import RUN_DIGEST, leaf_digest
 
@@ -323,11 +324,8 @@ def batch_cause(ctx: Ctx, site: Site) -> Cause:
         )
         + module_text
     )
-    fix = (
-        "generate at fixed shapes: samebits' Predictor.generate runs every prompt in tiles of a fixed row "
-        "count at bucketed widths with at least one padding token, so alone and batched run the same kernels"
-    )
     code = "batch-size" if by_rows else "padding" if by_padding else "batch-composition"
+    fix = fix_of(code, None if code == "batch-composition" else "generate")
     return Cause(code, "batch", summary, evidence, fix, verified=True if shape_decides else None)
 
 
@@ -403,12 +401,7 @@ def padding_cause(ctx: Ctx, site: Site) -> Cause:
             f"left padding lengthens the sequence the prompt's {len(p)} tokens run in to {len(p) + ctx.padding}: "
             "other kernel shapes, masked positions included"
         )
-    fix = (
-        "derive position_ids from the attention mask (cumsum - 1), as transformers' generate does"
-        if shifted
-        else "pad every prompt to a fixed width bucket whether it runs alone or batched (Predictor.generate "
-        "buckets widths), so the same prompt always runs at the same width"
-    )
+    fix = fix_of("padding", "positions" if shifted else None)
     return Cause("padding", "padding", summary + site.start, f"at {site.where}; {positions}{module_text}", fix)
 
 
@@ -417,21 +410,21 @@ def cache_cause(ctx: Ctx, site: Site) -> Cause:
         "the KV-cache path and the recompute path compute other bits: with the cache a decode step runs "
         "one position per row, without it the whole sequence"
     ) + site.start
-    fix = "run every generation on one path: the cache on (use_cache=True) everywhere the model serves"
+    fix = fix_of("cache-path")
     return Cause("cache-path", "cache", summary, f"at {site.where}" + _module_part(ctx, site)[0], fix)
 
 
 def attention_cause(ctx: Ctx, site: Site) -> Cause:
     summary = "eager and sdpa attention compute other bits" + site.start
     condition = lambda run: ctx.with_other_attention(ctx.model, run)  # noqa: E731
-    fix = "pin the attention implementation wherever the model runs: from_pretrained(..., attn_implementation=...)"
+    fix = fix_of("attention-implementation")
     evidence = f"at {site.where}" + _module_part(ctx, site, condition, "with the other attention implementation")[0]
     return Cause("attention-implementation", "attention", summary, evidence, fix)
 
 
 def threads_cause(ctx: Ctx, site: Site) -> Cause:
     summary = "the generation depends on the intra-op thread count" + site.start
-    fix = "fix the thread count: `samebits run --threads N -- ...` or samebits.deterministic(threads=N)"
+    fix = fix_of("thread-count")
     evidence = f"at {site.where}" + _module_part(ctx, site, ctx.at_one_thread, "at one thread")[0]
     return Cause("thread-count", "threads", summary, evidence, fix)
 
@@ -449,11 +442,7 @@ def repeat_cause(ctx: Ctx, site: Site) -> Cause:
         f"at {site.where}; inside samebits.deterministic() two generations of every prompt "
         f"{'agree' if fixed else 'still differ'}{again_text}"
     )
-    fix = (
-        "generate inside samebits.deterministic()"
-        if fixed
-        else "find the nondeterministic op in the module named; samebits.deterministic() did not fix it"
-    )
+    fix = fix_of("nondeterministic-kernels", None if fixed else "unfixed")
     return Cause("nondeterministic-kernels", "repeat", summary, evidence, fix, verified=fixed)
 
 
@@ -463,7 +452,7 @@ def process_cause(site_text: str) -> Cause:
         "process",
         "each fresh interpreter generates other bits",
         site_text,
-        "build compiled artifacts (engines, autotuning) once and load the same file in every process",
+        fix_of("per-process"),
     )
 
 

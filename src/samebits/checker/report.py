@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from samebits.tensors.compare import TreeComparison
 from samebits.tensors.digest import RUN_DIGEST
+from samebits.exit_codes import exit_code
 
 SCHEMA_VERSION = 1
 AxisVerdict = Literal["identical", "close", "diverged", "skipped", "error"]
@@ -228,8 +229,7 @@ class CheckReport:
 
     @property
     def exit_code(self) -> int:
-        """1 when any axis diverged; else 2 when any errored or none ran; else 0."""
-        return 1 if self.diverged else 2 if self.errored or not self.ran else 0
+        return exit_code(found=bool(self.diverged), errored=bool(self.errored), ran=bool(self.ran))
 
     def headline(self) -> str:
         """One sentence: what is wrong and the first thing to do."""

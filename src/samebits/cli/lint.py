@@ -7,6 +7,7 @@ from typing import Optional
 import typer
 
 from samebits.errors import UserError
+from samebits.exit_codes import exit_code
 
 
 def lint_command(
@@ -67,9 +68,9 @@ def lint_command(
         raise UserError(
             "no Python file could be read: " + "; ".join(f"{p}: {w}" for p, w in (result.errors + result.skipped)[:3])
         )
-    if result.errors and result.files == len(result.errors):
-        raise typer.Exit(2)
-    raise typer.Exit(1 if result.findings else 0)
+    raise typer.Exit(
+        exit_code(found=bool(result.findings), ran=not (result.errors and result.files == len(result.errors)))
+    )
 
 
 def _selector_known(key: str) -> bool:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal
 
+from samebits.exit_codes import exit_code
+
 SCHEMA_VERSION = 1
 Severity = Literal["error", "warning", "info"]
 
@@ -42,8 +44,13 @@ class DoctorReport:
 
     @property
     def exit_code(self) -> int:
-        """1 when anything is a warning or an error; info findings alone exit 0."""
-        return 1 if any(f.severity in ("error", "warning") for f in self.findings) else 0
+        """1 when anything is a warning or an error (info findings alone are not); else 2 when a
+        probe errored or none ran."""
+        return exit_code(
+            found=any(f.severity in ("error", "warning") for f in self.findings),
+            errored=any(p.status == "error" for p in self.probes),
+            ran=any(p.status == "ran" for p in self.probes),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)

@@ -19,6 +19,7 @@ from samebits.models.target import as_loaded
 from samebits.measure.trace import ModuleCall, Trace, first_divergence
 from samebits.tensors.compare import Comparison, compare_trees, worst_verdict
 from samebits.tensors.tree import flatten
+from samebits.exit_codes import exit_code
 
 
 @dataclasses.dataclass
@@ -45,7 +46,7 @@ class VerifyReport:
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.ok else 1
+        return exit_code(found=not self.ok)
 
     def likely_causes(self) -> list[str]:
         """``"cpu.capability AVX512 -> AVX2: CPU capability: ..."`` for each bit-relevant change."""

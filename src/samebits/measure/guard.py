@@ -16,6 +16,7 @@ from torch import nn
 from samebits.errors import UserError, first_line
 from samebits.models.inputs import ModelInputs
 from samebits.tensors import tree
+from samebits.rules.causes import fix_of
 
 
 class ForwardError(UserError):
@@ -57,7 +58,7 @@ def training_note(model: Any) -> str:
     if not found:
         return ""
     names = ", ".join(f"{n} ({t})" for n, t in found[:3]) + (f" and {len(found) - 3} more" if len(found) > 3 else "")
-    return f"; the model is in training mode ({names}): call model.eval() before inference"
+    return f"; the model is in training mode ({names}): {fix_of('training-mode')}"
 
 
 def check_forward(model: Any, inputs: ModelInputs, *, need_tensor: bool = False) -> Any:

@@ -26,6 +26,7 @@ from samebits.offline.run import (
     sample_digests,
 )
 from samebits.offline.sources import InputFile, input_files
+from samebits.exit_codes import exit_code
 
 
 @dataclasses.dataclass
@@ -48,7 +49,7 @@ class PredictionsReport:
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.identical else 1
+        return exit_code(found=not self.identical)
 
 
 def is_predictions(path: str | Path) -> bool:

@@ -11,6 +11,8 @@ import dataclasses
 import textwrap
 from typing import Literal
 
+from samebits.rules.causes import fix_of, sentence
+
 CATEGORIES = {"1": "reproducibility", "2": "performance", "3": "memory", "4": "safety"}
 
 
@@ -270,7 +272,7 @@ RULES: tuple[Rule, ...] = (
         """
       model = Net()  # .eval() never called
       """,
-        "`model.eval()` before inference.",
+        sentence(fix_of("training-mode")),
     ),
     R(
         "SB152",
@@ -282,7 +284,8 @@ RULES: tuple[Rule, ...] = (
         """
       model(x[:1]) != model(x)[:1]  # bits
       """,
-        "Run every forward at one fixed tile size (`samebits.Predictor`), or use a batch-invariant backend.",
+        sentence(fix_of("batch-size"))
+        + " `samebits.Predictor` measures the sizes that keep a row's bits and runs only those.",
     ),
     R(
         "SB153",

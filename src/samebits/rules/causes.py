@@ -1,0 +1,124 @@
+"""The cause registry: every cause ``check`` and ``check --generate`` can name, with what finds
+it and its fix, written once (the runtime rules and docs/check.md's table read them from here)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+
+@dataclasses.dataclass(frozen=True)
+class CauseKind:
+    """A cause: its code, the controlled re-run or measurement that finds it, and its fix.
+    ``fixes`` holds the other fixes a measurement can call for, by name (``unfixed``: the fix
+    was re-run and did not remove the difference)."""
+
+    code: str
+    found_by: str
+    fix: str
+    fixes: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def fix_for(self, variant: str | None = None) -> str:
+        return self.fixes[variant] if variant else self.fix
+
+
+_UNFIXED = "find the nondeterministic op in the module named; samebits.deterministic() did not fix it"
+_PREDICTOR_GENERATE = (
+    "generate at fixed shapes: samebits' Predictor.generate runs every prompt in tiles of a fixed row "
+    "count at bucketed widths with at least one padding token, so alone and batched run the same kernels"
+)
+
+CAUSES: dict[str, CauseKind] = {
+    c.code: c
+    for c in (
+        CauseKind(
+            "training-mode",
+            "the failing in-process axes re-run with `model.eval()` are identical",
+            "call model.eval() before inference",
+        ),
+        CauseKind(
+            "state-between-calls",
+            "outputs change from call to call while no RNG state changes during the forward",
+            "make the forward a function of its inputs and parameters only (reset or remove the state it updates)",
+        ),
+        CauseKind(
+            "randomness-in-forward",
+            "the seed axis differs and an RNG's state changes during the forward (named, with the modules)",
+            "remove sampling from inference, or seed right before each call (samebits.deterministic(seed)) / pass a torch.Generator",
+        ),
+        CauseKind(
+            "state-mutation",
+            "parameters or buffers change in a forward (not fixed by eval)",
+            "do not update buffers in forward; put stateful modules in eval mode (model.eval())",
+        ),
+        CauseKind(
+            "hash-order",
+            "processes differ with distinct `PYTHONHASHSEED` and agree with one",
+            "start the process with `samebits run -- python ...` (fixes PYTHONHASHSEED before start), or iterate sorted(...)",
+        ),
+        CauseKind(
+            "per-process",
+            "processes differ even with one hash seed while repeats agree",
+            "build compiled artifacts (engines, autotuning) once and load the same file in every process",
+        ),
+        CauseKind(
+            "thread-count",
+            "forwards at other thread counts differ (fresh processes, or the module re-run at one thread)",
+            "fix the thread count: `samebits run --threads N -- ...` or samebits.deterministic(threads=N)",
+        ),
+        CauseKind(
+            "batch-size",
+            "the batch axis groups the sizes that agree bit for bit; for a generation, copies of the prompt at the batch's row count",
+            "run every forward at one fixed tile size (pad the last batch) or use a batch-invariant backend",
+            {"generate": _PREDICTOR_GENERATE},
+        ),
+        CauseKind(
+            "batch-composition",
+            "a generation: copies of the prompt at the batch's shape still differ from it inside the batch",
+            _PREDICTOR_GENERATE,
+        ),
+        CauseKind(
+            "padding",
+            "a generation: the prompt alone, left-padded; its position ids and the layers' mask compared",
+            "pad every prompt to a fixed width bucket whether it runs alone or batched (Predictor.generate "
+            "buckets widths), so the same prompt always runs at the same width",
+            {
+                "positions": "derive position_ids from the attention mask (cumsum - 1), as transformers' generate does",
+                "generate": _PREDICTOR_GENERATE,
+            },
+        ),
+        CauseKind(
+            "cache-path",
+            "a generation: the first module at the prompt's last position with and without the KV cache",
+            "run every generation on one path: the cache on (use_cache=True) everywhere the model serves",
+        ),
+        CauseKind(
+            "attention-implementation",
+            "a generation: the first module re-run under the other attention implementation",
+            "pin the attention implementation wherever the model runs: from_pretrained(..., attn_implementation=...)",
+        ),
+        CauseKind(
+            "nondeterministic-kernels",
+            "repeats differ; a re-run under `samebits.deterministic()` says whether that fixes it",
+            "run inference inside samebits.deterministic()",
+            {"unfixed": _UNFIXED},
+        ),
+    )
+}
+
+
+def fix_of(code: str, variant: str | None = None) -> str:
+    """The fix of cause ``code`` (``variant``: the one a measurement called for)."""
+    return CAUSES[code].fix_for(variant)
+
+
+def sentence(text: str) -> str:
+    """A fix as a sentence of its own (capitalised, a full stop)."""
+    return text[:1].upper() + text[1:] + ("" if text.endswith(".") else ".")
+
+
+def render_table() -> str:
+    """The causes table of docs/check.md."""
+    rows = ["| code | found by | fix |", "|---|---|---|"]
+    rows += [f"| `{c.code}` | {c.found_by} | {c.fix} |" for c in CAUSES.values()]
+    return "\n".join(rows)
