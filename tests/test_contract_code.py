@@ -128,17 +128,21 @@ def pickled(marker: Path) -> bytes:
     return pickle.dumps(Evil(marker))
 
 
+# A payload config whose one weight is pickled (every field the loader's dataclass requires).
+PICKLED_CONFIG = {
+    "config": {"weight": {"path_name": "weight_evil", "is_param": True, "use_pickle": True, "tensor_meta": None}}
+}
+
+
 def second_program(entries: list[tuple[str, bytes]], entry: str, marker: Path) -> list[tuple[str, bytes]]:
     """``entries`` plus a program read from ``entry`` (torch names it by cutting off ``models/``
     and the last five characters), whose weight is pickled."""
     name = entry[len("models/") : -len(".json")]
     data = dict(entries)
-    config = json.loads(data["data/weights/model_weights_config.json"])
-    for meta in config["config"].values():
-        meta.update(use_pickle=True, path_name="weight_evil")
+    config = PICKLED_CONFIG
     return entries + [
-        (entry, data["models/model.json"]),
-        (f"data/sample_inputs/{name}.pt", data["data/sample_inputs/model.pt"]),
+        (entry, data.get("models/model.json", b"{}")),
+        (f"data/sample_inputs/{name}.pt", data.get("data/sample_inputs/model.pt", b"")),
         (f"data/weights/{name}_weights_config.json", json.dumps(config).encode()),
         (f"data/constants/{name}_constants_config.json", b'{"config": {}}'),
         ("data/weights/weight_evil", pickled(marker)),
@@ -153,7 +157,7 @@ def legacy_fallback(entries: list[tuple[str, bytes]], marker: Path) -> list[tupl
     data = dict(entries)
     return entries + [
         ("/version", ".".join(map(str, SCHEMA_VERSION)).encode()),
-        ("/serialized_exported_program.json", data["models/model.json"]),
+        ("/serialized_exported_program.json", data.get("models/model.json", b"{}")),
         ("/serialized_state_dict.pt", pickled(marker)),
         ("/serialized_constants.pt", pickled(marker)),
         ("/serialized_example_inputs.pt", pickled(marker)),
@@ -163,9 +167,7 @@ def legacy_fallback(entries: list[tuple[str, bytes]], marker: Path) -> list[tupl
 def duplicate_config(entries: list[tuple[str, bytes]], marker: Path) -> list[tuple[str, bytes]]:
     """A second weights config of the same name marking the weight pickled: zip readers differ
     on which copy they read."""
-    config = json.loads(dict(entries)["data/weights/model_weights_config.json"])
-    for meta in config["config"].values():
-        meta.update(use_pickle=True, path_name="weight_evil")
+    config = PICKLED_CONFIG
     return entries + [
         ("data/weights/model_weights_config.json", json.dumps(config).encode()),
         ("data/weights/weight_evil", pickled(marker)),
@@ -174,7 +176,11 @@ def duplicate_config(entries: list[tuple[str, bytes]], marker: Path) -> list[tup
 
 def graph_calling(entries: list[tuple[str, bytes]], target: str, marker: Path) -> list[tuple[str, bytes]]:
     """The program's graph with a first node that calls ``target`` on a string."""
-    program = json.loads(dict(entries)["models/model.json"])
+    try:
+        program = json.loads(dict(entries)["models/model.json"])
+        program["graph_module"]["graph"]["nodes"]
+    except (KeyError, TypeError, ValueError):  # an earlier edit dropped or replaced the program
+        return entries
     program["graph_module"]["graph"]["nodes"].insert(
         0,
         {

@@ -52,8 +52,17 @@ def summary(report) -> dict:
     }
 
 
+def cpu_kind() -> str:
+    """ATen's capability and the CPU's vendor: machines of one kind run the same GEMM kernels."""
+    from samebits.fingerprint import Fingerprint
+
+    model = Fingerprint.capture().to_dict()["cpu"]["model"] or ""
+    vendor = next((v for v in ("AMD", "Intel") if v in model), model)
+    return f"{torch.backends.cpu.get_cpu_capability()} {vendor}"
+
+
 def main() -> None:
-    result = {"cpu_capability": torch.backends.cpu.get_cpu_capability(), "torch": torch.__version__, "models": {}}
+    result = {"cpu_kind": cpu_kind(), "torch": torch.__version__, "models": {}}
     for name, spec in specs().items():
         print(name, flush=True)
         result["models"][name] = summary(samebits.check(spec))
