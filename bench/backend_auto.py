@@ -87,7 +87,9 @@ def bench_model(name: str, sizes: tuple[int, ...], rounds: int, cache: str) -> l
         fns = {"plain": plain, **{b: (lambda p=p: p.predict(batch)) for b, p in made.items()}}
         t = median_seconds(fns, rounds=rounds, budget=30)
         fixed = {b: t[b] for b in FIXED if b in t}
-        same = {b: v for b, v in fixed.items() if b == "eager" or auto.plan["drift"].get(b, {}).get("identical")}
+        same = {
+            b: v for b, v in fixed.items() if b == "eager" or (b in auto.auto.drift and auto.auto.drift[b].identical)
+        }
         best, best_same = min(fixed, key=fixed.__getitem__), min(same, key=same.__getitem__)
         lines.append(
             f"{name:>10} {n:>5} {n / t['plain']:>11,.0f} "

@@ -56,20 +56,20 @@ def test_auto_mixes_identical_backends_and_a_sample_keeps_its_bits(cache, monkey
     with samebits.Predictor(
         mlp(), example_inputs=rows(8), backend="auto", cache_dir=cache, auto_backends=("eager", "torchscript", "export")
     ) as p:
-        plan = p.plan
-        assert plan["backend"] == "auto" and plan["drift"]["torchscript"]["identical"]
-        by_size = {int(s): b for s, b in plan["backend_by_size"].items()}
+        plan = p.auto
+        assert p.plan.backend == "auto" and plan.drift["torchscript"].identical
+        by_size = dict(plan.backend_by_size)
         assert {b for s, b in by_size.items() if s <= 8} == {"torchscript"}
         assert {b for s, b in by_size.items() if s > 8} == {"export"}
         for size, backend in by_size.items():  # every size runs through a backend that verified it
-            assert size in plan["verified"][backend]
-        assert set(p.members) == {"torchscript", "export"} and p.backends_in_use() == ["torchscript", "export"]
+            assert size in plan.verified[backend]
+        assert set(p.members) == {"torchscript", "export"} and p.plan.backends == ("torchscript", "export")
         calls = {b: 0 for b in p.members}
         for b, m in p.members.items():
-            real = m._run_at
+            real = m.run_at
             monkeypatch.setattr(
                 m,
-                "_run_at",
+                "run_at",
                 lambda batch, size, real=real, b=b: calls.__setitem__(b, calls[b] + 1) or real(batch, size),
             )
         x = rows(40, seed=9)
@@ -79,7 +79,7 @@ def test_auto_mixes_identical_backends_and_a_sample_keeps_its_bits(cache, monkey
         assert calls["export"] >= 1
         for i in range(5):
             assert torch.equal(big[i], alone[i])
-        assert p.validation["identical"] and "torchscript at batch" in p.notes[0]
+        assert p.validation.identical and "torchscript at batch" in p.plan.notes[0]
 
 
 def test_a_drifting_backend_needs_allow_backend_drift_and_the_report_says_by_how_much(cache, monkeypatch):
@@ -87,36 +87,36 @@ def test_a_drifting_backend_needs_allow_backend_drift_and_the_report_says_by_how
     monkeypatch.setattr(auto, "time_sizes", fake_times(lambda b, s: 0.1 if b == "onnxruntime" else 1.0))
     model, x = mlp(), rows(8)
     kept = samebits.Predictor(model, example_inputs=x, backend="auto", cache_dir=cache, deterministic=False)
-    drift = kept.plan["drift"]["onnxruntime"]
-    if drift["identical"]:
+    drift = kept.auto.drift["onnxruntime"]
+    if drift.identical:
         pytest.skip("ONNX Runtime gives this MLP eager's bits on this machine: nothing drifts")
-    assert "onnxruntime" not in kept.backends_in_use()
+    assert "onnxruntime" not in kept.plan.backends
     assert "onnxruntime (other bits than eager" in kept.notes[0] and "allow_backend_drift=True" in kept.notes[0]
     allowed = samebits.Predictor(
         model, example_inputs=x, backend="auto", cache_dir=cache, deterministic=False, allow_backend_drift=True
     )
-    assert allowed.backends_in_use() == ["onnxruntime"]
-    assert not allowed.validation["identical"] and allowed.validation["max_abs"] == drift["max_abs"] > 0
+    assert allowed.plan.backends == ("onnxruntime",)
+    assert not allowed.validation.identical and allowed.validation.max_abs == drift.max_abs > 0
     assert allowed.calibration_key != kept.calibration_key  # the permission is part of the cached plan's key
 
 
 def test_the_plan_is_cached_and_a_second_predictor_builds_only_what_it_runs(cache, monkeypatch):
     model, x = mlp(), rows(8)
     first = samebits.Predictor(model, example_inputs=x, backend="auto", cache_dir=cache, deterministic=False)
-    assert "cached" not in first.plan
+    assert not first.auto.cached
     built = []
-    real = samebits.Predictor._member
-    monkeypatch.setattr(samebits.Predictor, "_member", lambda self, b, *a: built.append(b) or real(self, b, *a))
+    real = samebits.Predictor.member
+    monkeypatch.setattr(samebits.Predictor, "member", lambda self, b, *a: built.append(b) or real(self, b, *a))
     second = samebits.Predictor(model, example_inputs=x, backend="auto", cache_dir=cache, deterministic=False)
-    assert second.plan["cached"] and built == first.plan["chosen"]
-    assert second.plan["backend_by_size"] == first.plan["backend_by_size"]
+    assert second.auto.cached and built == list(first.auto.chosen)
+    assert second.auto.backend_by_size == first.auto.backend_by_size
     # a corrupt plan file is measured again, not trusted
     (plan_file,) = cache.glob("auto-plan-*.json")
     plan_file.write_text(json.dumps({"chosen": ["nonsense"]}))
     built.clear()
     with pytest.warns(UserWarning, match="did not match the digest"):
         third = samebits.Predictor(model, example_inputs=x, backend="auto", cache_dir=cache, deterministic=False)
-    assert "cached" not in third.plan and built[0] == "eager"
+    assert not third.auto.cached and built[0] == "eager"
 
 
 def test_unavailable_and_unknown_backends(cache):
@@ -125,7 +125,7 @@ def test_unavailable_and_unknown_backends(cache):
     p = samebits.Predictor(
         mlp(), example_inputs=rows(8), backend="auto", auto_backends=("eager", "tensorrt"), cache_dir=cache
     )
-    assert "tensorrt" in p.plan["skipped"] and p.backends_in_use() == ["eager"]
+    assert "tensorrt" in p.auto.skipped and p.plan.backends == ("eager",)
     assert "left out: tensorrt (" in p.notes[0]
 
 
@@ -135,9 +135,9 @@ def test_auto_on_a_transformers_bert(cache):
 
     model, inputs = bert()
     with samebits.Predictor(model, example_inputs=inputs, backend="auto", cache_dir=cache, max_batch_size=8) as p:
-        assert "torchscript" in p.plan["skipped"]  # keyword inputs: not traceable
-        for size, backend in p.plan["backend_by_size"].items():
-            assert int(size) in p.plan["verified"][backend]
+        assert "torchscript" in p.auto.skipped  # keyword inputs: not traceable
+        for size, backend in p.auto.backend_by_size.items():
+            assert size in p.auto.verified[backend]
         alone = p.predict({k: v[1:2] for k, v in inputs.items()})
         batch = p.predict(inputs)
         assert torch.equal(batch["last_hidden_state"][1], alone["last_hidden_state"][0])

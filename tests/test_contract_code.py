@@ -306,7 +306,7 @@ def test_a_file_planted_in_the_cache_is_rebuilt_not_run(tmp_path):
     craft(Path(shutil.copy(artifact, tmp_path / "orig.pt2")), artifact, _pickled_weight(marker))
     with pytest.warns(UserWarning, match="did not match the digest recorded at build"):
         with samebits.Predictor(model, example_inputs=x, backend="export", cache_dir=cache, tile=4) as p:
-            assert p.artifacts[4]["built_here"] is True
+            assert p.artifacts[4].built_here is True
     assert not marker.exists()
 
 

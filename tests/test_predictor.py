@@ -84,8 +84,8 @@ def test_plan_runs_only_verified_sizes():
 def test_onnxruntime_backend_is_validated_and_reused_by_a_second_process(cache):
     pytest.importorskip("onnxruntime")
     with samebits.Predictor("demo:mlp", cache_dir=cache, backend="onnxruntime", tile=4) as p:
-        assert p.validation["backend"] == "onnxruntime" and "max_abs" in p.validation
-        assert p.artifacts[4]["built_here"] is True
+        assert p.validation.backend == "onnxruntime" and p.validation.max_abs is not None
+        assert p.artifacts[4].built_here is True
         x = rows(9)
         assert torch.equal(p.predict(x)[5], p.predict_one(x[5]))
         parent = json.dumps(p.fingerprint)
@@ -93,7 +93,7 @@ def test_onnxruntime_backend_is_validated_and_reused_by_a_second_process(cache):
         "import json, sys, samebits\n"
         "from samebits.fingerprint import Fingerprint\n"
         f"p = samebits.Predictor('demo:mlp', cache_dir={str(cache)!r}, backend='onnxruntime', tile=4)\n"
-        "print(p.artifacts[4]['built_here'], p.invariance.measured.get('cached'))\n"
+        "print(p.artifacts[4].built_here, p.invariance.measured.get('cached'))\n"
         "diff = Fingerprint.from_dict(json.loads(sys.stdin.read())).diff(Fingerprint.from_dict(p.fingerprint))\n"
         "print([(c.field, c.old, c.new) for c in diff], file=sys.stderr)\n"
     )
@@ -209,8 +209,9 @@ def test_bench_table_side_by_side(tmp_path, monkeypatch):
 
 def test_auto_max_batch_size_fits_the_memory_budget(cache):
     p = samebits.Predictor("demo:mlp", max_batch_size="auto", memory_budget_mb=4, cache_dir=cache, deterministic=False)
-    chosen = p.memory["max_batch_size"]
-    peaks = p.memory["peak_mb_by_batch"]
+    assert p.memory is not None
+    chosen = p.memory.max_batch_size
+    peaks = p.memory.peak_mb_by_batch
     assert p.max_batch_size == chosen and peaks[chosen] <= 4
     assert any(size > chosen and mb > 4 for size, mb in peaks.items())  # the next size was measured over budget
     assert max(p.invariance.sizes) <= chosen
@@ -233,7 +234,7 @@ def test_compile_backend_keeps_its_cache_under_cache_dir(cache):
     with samebits.Predictor(model, example_inputs=torch.randn(4, 8), backend="compile", tile=4, cache_dir=cache) as p:
         x = torch.randn(6, 8)
         assert torch.equal(p.predict(x)[5], p.predict_one(x[5]))
-        assert p.validation["backend"] == "compile"
+        assert p.validation.backend == "compile"
     assert any((cache / "inductor").iterdir())
 
 
@@ -243,9 +244,9 @@ def test_tensorrt_engine_is_built_once_and_invariant(cache):
     with samebits.Predictor("demo:mlp", cache_dir=cache, backend="tensorrt", device="cuda", tile=8) as p:
         x = rows(13).cuda()
         assert torch.equal(p.predict(x)[9], p.predict_one(x[9]))
-        assert p.artifacts[8]["built_here"] is True
+        assert p.artifacts[8].built_here is True
     again = samebits.Predictor("demo:mlp", cache_dir=cache, backend="tensorrt", device="cuda", tile=8)
-    assert again.artifacts[8]["built_here"] is False
+    assert again.artifacts[8].built_here is False
 
 
 def test_a_calibration_over_its_budget_says_so_and_still_measures_every_size(tmp_path):

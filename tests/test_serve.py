@@ -461,7 +461,9 @@ def test_variable_length_inputs_are_padded_to_their_bucket_and_answered_with_loa
         assert server.stop() == 0
     # and the bits are those of the sample padded to its bucket, alone, through that bucket's Predictor
     options = ServeOptions(max_batch_size=8, pad=("input_ids:1", "attention_mask:1"), pad_lengths=(8, 16))
-    _, predictor, signature = served(spec, None, options)
+    one = served(spec, None, options)
+    predictor, signature = one.runner, one.signature
+    assert one.key is not None and one.runner.plan.sizes_by_length.keys() == {8, 16}
     try:
         ids = torch.tensor([prompts[2]])
         padded = signature.buckets.pad({"input_ids": ids, "attention_mask": torch.ones_like(ids)}, 16)

@@ -229,8 +229,8 @@ def test_onnxruntime_runs_resnet18(tmp_path):
         out = p.predict(x)
         one = p.predict_one(x[1])
         assert out.shape == (5, 1000) and torch.equal(one, out[1])
-        assert p.validation["max_abs"] < 1e-4  # measured: 2.4e-06 against eager
-        assert list(p.artifacts) == [1] and p.artifacts[1]["path"].endswith(".ort.onnx")  # one file, dynamic batch
+        assert p.validation.max_abs < 1e-4  # measured: 2.4e-06 against eager
+        assert list(p.artifacts) == [1] and p.artifacts[1].path.endswith(".ort.onnx")  # one file, dynamic batch
         if torch.backends.cpu.get_cpu_capability() == MEASURED_ON:
             assert p.invariance.sizes == [1, 2, 4, 8]  # measured: invariant at every size 1..256
 

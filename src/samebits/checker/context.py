@@ -26,12 +26,11 @@ class CheckContext:
     spec: str | None
     hookable: bool
     progress: Callable[[str], None] = lambda message: None
+    module: Any = None  # the model whose parameters and buffers count (the Predictor's own, for --runtime)
 
-    @property
-    def module(self) -> Any:
-        """The model whose parameters and buffers count (the Predictor's own model, for --runtime)."""
-        predictor = getattr(self.model, "predictor", None)
-        return predictor.model if predictor is not None else self.model
+    def __post_init__(self) -> None:
+        if self.module is None:
+            self.module = self.model
 
     def compare(self, a: Any, b: Any) -> TreeComparison:
         """Compare two outputs with the check's tolerance (bits when none was given)."""

@@ -136,7 +136,7 @@ def check(
         with isolate_rng(opts.device):
             model = runtime_model(model, model_inputs, opts.runtime)
         predictor, hookable = model.predictor, False
-    ctx = CheckContext(model, model_inputs, opts, spec, hookable, say)
+    ctx = CheckContext(model, model_inputs, opts, spec, hookable, say, predictor.model if predictor else None)
     results: dict[str, AxisResult] = {}
     with isolate_rng(opts.device), torch_env_kept(), model_state_kept(model) as reset, contextlib.ExitStack() as stack:
         if predictor is not None:

@@ -105,7 +105,7 @@ def serve_command(
                 "--isolate serves MODEL with its own example inputs; drop --input, --input-shape and --dtype"
             )
         typer.echo(f"calibrating {model} in a worker process ...", err=True)
-        app, predictor, _ = build(model, None, options)
+        app, runner, _ = build(model, None, options)
     else:
         loaded, inputs, model_dtype = opts.load_target(model, input_file, input_shape, dtype, int_range, 0)
         if model_dtype is not None:
@@ -113,13 +113,13 @@ def serve_command(
 
             loaded.model, inputs = prepare(loaded.model, inputs, "cpu", model_dtype)
         typer.echo(f"calibrating {loaded.spec} ...", err=True)
-        app, predictor, _ = build(loaded, inputs, options)
+        app, runner, _ = build(loaded, inputs, options)
 
     def announce(bound: int) -> None:
-        sizes = ",".join(map(str, predictor.invariance.sizes)) or "none"
+        sizes = ",".join(map(str, runner.plan.sizes)) or "none"
         if app.state.not_ready:
             typer.echo(f"NOT READY: {app.state.not_ready}", err=True)
-        for note in getattr(predictor, "notes", []):
+        for note in runner.plan.notes:
             typer.echo(f"note: {note}", err=True)
         typer.echo(
             f"serving {app.state.model_name} on http://{host}:{bound} (verified batch sizes {sizes}); "
@@ -131,7 +131,7 @@ def serve_command(
     try:
         serve(app, options, on_ready=announce)
     finally:
-        predictor.close()
+        runner.close()
 
 
 def register(app: typer.Typer) -> None:

@@ -44,7 +44,6 @@ class Scorer:
 
         from samebits.measure.threads import num_threads
         from samebits.models.target import as_loaded
-        from samebits.offline.run import plan_of
         from samebits.runtime.predictor import Predictor
 
         self.job = job
@@ -55,9 +54,9 @@ class Scorer:
                 loaded, backend=job["backend"], example_inputs=example, cache_dir=job["cache_dir"]
             )
         torch.set_num_threads(job["threads"]["run"])
-        if plan_of(self.predictor) != job["plan"]:
+        if self.predictor.plan.describe() != job["plan"]:
             raise RuntimeError(
-                f"a Ray actor verified other batch sizes ({plan_of(self.predictor)}) than the driver ({job['plan']}); "
+                f"a Ray actor verified other batch sizes ({self.predictor.plan.describe()}) than the driver ({job['plan']}); "
                 "its environment differs (threads, flags)"
             )
 
@@ -92,7 +91,6 @@ def predict_dataset(
     from samebits.measure.threads import num_threads
     from samebits.models.target import as_loaded
     from samebits.offline.parquet import map_columns
-    from samebits.offline.run import plan_of
     from samebits.offline.workers import thread_plan
     from samebits.runtime.predictor import Predictor
 
@@ -122,7 +120,7 @@ def predict_dataset(
             "keep": [id_column],
             "example": first,
             "threads": {"build": threads["build"], "run": threads["per_worker"]},
-            "plan": plan_of(predictor),
+            "plan": predictor.plan.describe(),
         }
     return ds.map_batches(
         Scorer,

@@ -21,7 +21,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,8 +33,12 @@ from samebits.models.target import as_loaded
 from samebits.offline.dataset import Dataset
 from samebits.offline.images import ImagePrep
 from samebits.offline.sources import InputFile, input_files
+from samebits.runtime.plan import Runner
 from samebits.tensors.digest import tensor_bytes
 from samebits.tensors.tree import flatten
+
+if TYPE_CHECKING:
+    from samebits.runtime.predictor import Predictor
 
 SCHEMA_VERSION = 2  # 2: shards are ranges of the input samples; skipped samples; threads per worker
 MANIFEST = "manifest.json"
@@ -118,17 +122,14 @@ def example_of(dataset: Dataset) -> ModelInputs:
     return dataset.first_rows(8)
 
 
-def plan_of(predictor: Any) -> dict[str, Any]:
-    return {
-        "backend": predictor.backend,
-        "invariance": predictor.invariance.scheme,
-        "verified_batch_sizes": list(predictor.invariance.sizes),
-        **({"backend_by_size": predictor.plan["backend_by_size"]} if predictor.backend == "auto" else {}),
-    }
-
-
 def header_of(
-    predictor: Any, spec: str, batch_size: int, shard_size: int, files: list[InputFile], dataset: Dataset, threads: dict
+    predictor: Predictor,
+    spec: str,
+    batch_size: int,
+    shard_size: int,
+    files: list[InputFile],
+    dataset: Dataset,
+    threads: dict,
 ) -> dict[str, Any]:
     from samebits.fingerprint.diff import bit_relevant_digest
     from samebits.offline.workers import compared_threads
@@ -141,7 +142,7 @@ def header_of(
         "weights_sha256": weights_digest(predictor.model),
         "fingerprint_sha256": bit_relevant_digest(predictor.fingerprint),
         "fingerprint": predictor.fingerprint,  # in full, for verify to say what changed
-        "plan": plan_of(predictor),
+        "plan": predictor.plan.describe(),
         "thread_plan": compared_threads(threads),
         "threads": threads,
         "batch_size": batch_size,  # recorded, not compared: outputs do not depend on it
@@ -368,12 +369,12 @@ def predict(
                 _write_manifest(out, header, shards)
     samples = sum(s["samples"] for s in shards.values())
     skipped = sum(len(s.get("skipped", [])) for s in shards.values()) + len(dataset.skipped_files)
-    notes = list(getattr(predictor, "notes", []))
+    notes = list(predictor.plan.notes)
     return PredictReport(out, samples, skipped, len(shards), len(todo), time.monotonic() - started, threads, notes)
 
 
 def shard_outputs(
-    predictor: Any, dataset: Dataset, start: int, stop: int, batch_size: int
+    predictor: Runner, dataset: Dataset, start: int, stop: int, batch_size: int
 ) -> tuple[dict[str, Any], int, list[Any]]:
     """The outputs ``{path: tensor}`` of samples ``[start, stop)``, their row count, the skipped."""
     batch, skipped = dataset.read(start, stop)
@@ -383,7 +384,7 @@ def shard_outputs(
 
 
 def compute_shard(
-    predictor: Any, dataset: Dataset, index: int, shard_size: int, batch_size: int, out: Path
+    predictor: Runner, dataset: Dataset, index: int, shard_size: int, batch_size: int, out: Path
 ) -> dict[str, Any]:
     """Read, run and write shard ``index`` (atomically); its manifest entry."""
     from safetensors.torch import save_file
@@ -410,7 +411,7 @@ def compute_shard(
     return entry
 
 
-def run_shard(predictor: Any, shard: ModelInputs, rows: int, batch_size: int, start: int) -> dict[str, Any]:
+def run_shard(predictor: Runner, shard: ModelInputs, rows: int, batch_size: int, start: int) -> dict[str, Any]:
     """One shard's outputs ``{path: tensor}``, run in chunks of ``batch_size``."""
     outputs, sizes = [], []
     for a in range(0, rows, batch_size):

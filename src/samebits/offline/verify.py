@@ -22,7 +22,6 @@ from samebits.offline.run import (
     shard_outputs,
     example_of,
     open_dataset,
-    plan_of,
     sample_digests,
 )
 from samebits.offline.sources import InputFile, input_files
@@ -147,7 +146,7 @@ def _verify(out: Path, manifest: dict[str, Any], model_or_spec: Any, shards: int
         predictor = Predictor(loaded, backend=manifest["plan"]["backend"], example_inputs=example_of(dataset))
         changes, _ = bit_relevant_changes(manifest.get("fingerprint", {}), Fingerprint.capture())
     with num_threads(threads["per_worker"]), predictor:
-        plan = plan_of(predictor)
+        plan = predictor.plan.describe()
         for index in wanted:
             entry = done[index]
             tensors, rows, _ = shard_outputs(predictor, dataset, entry["start"], entry["stop"], manifest["batch_size"])

@@ -17,7 +17,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from samebits.errors import UserError
 from samebits.measure.batching import batch_size_of, concat_batches, take_rows
@@ -27,10 +27,14 @@ from samebits.models.inputs import ModelInputs
 from samebits.tensors.digest import leaf_digest
 from samebits.tensors.tree import flatten
 
+if TYPE_CHECKING:
+    from samebits.models.spec import LoadedModel
+    from samebits.runtime.predictor import Predictor
+
 ENTRY = "samebits.offline.worker"
 
 
-def needs_spec(loaded: Any) -> None:
+def needs_spec(loaded: LoadedModel) -> None:
     """Workers load the model themselves: it must be a MODEL spec, not an object in memory."""
     if loaded.in_memory:
         raise UserError(
@@ -44,20 +48,20 @@ def needs_spec(loaded: Any) -> None:
 TORCH_THREADED = {"eager", "torchscript", "export"}
 
 
-def _bits(predictor: Any, first: ModelInputs) -> list[str]:
+def _bits(predictor: Predictor, first: ModelInputs) -> list[str]:
     """Digests of the predictor's outputs at every batch size it runs (each verified size; the
     first samples repeated to fill it): a thread count can change the bits at some sizes only."""
     n = batch_size_of(first) or 1
     out = []
-    for size in sorted(set(predictor.invariance.sizes)) or [1, 7, 64]:
+    for size in sorted(set(predictor.plan.sizes)) or [1, 7, 64]:
         batch = take_rows(concat_batches([first] * -(-size // n)), 0, size)
         out += [leaf_digest(leaf) for leaf in flatten(predictor.predict(batch)).values()]
     return out
 
 
 def thread_plan(
-    build: Callable[[], Any], example: ModelInputs, workers: int, threads_per_worker: int | None
-) -> tuple[dict[str, Any], Any]:
+    build: Callable[[], Predictor], example: ModelInputs, workers: int, threads_per_worker: int | None
+) -> tuple[dict[str, Any], Predictor]:
     """(the thread plan, a Predictor built and calibrated under it). ``build`` threads calibrate,
     ``per_worker`` threads run. Without ``threads_per_worker``, the Predictor is calibrated at
     every core whatever the worker count (so its verified sizes are too) and runs at the cores
@@ -72,7 +76,7 @@ def thread_plan(
         predictor = build()
     if cores == 1:
         return _plan(1, 1, True, "this machine has one core"), predictor
-    if set(predictor.backends_in_use()) <= TORCH_THREADED:
+    if set(predictor.plan.backends) <= TORCH_THREADED:
         if not _threads_change_bits(predictor, example, cores):
             why = (
                 f"measured: 1 and {cores} threads give this model the same bits; the {cores} cores shared by {workers}"
@@ -84,7 +88,7 @@ def thread_plan(
         )
     else:
         why = (
-            f"the {'/'.join(predictor.backends_in_use())} backend sizes its thread pool when it is built, so the thread count was not "
+            f"the {'/'.join(predictor.plan.backends)} backend sizes its thread pool when it is built, so the thread count was not "
             "measured: 1 thread per worker whatever --workers (--threads-per-worker chooses another)"
         )
     predictor.close()
@@ -93,7 +97,7 @@ def thread_plan(
     return _plan(1, 1, True, why), predictor
 
 
-def _threads_change_bits(predictor: Any, example: ModelInputs, cores: int) -> bool:
+def _threads_change_bits(predictor: Predictor, example: ModelInputs, cores: int) -> bool:
     """Whether 1 thread and ``cores`` threads give other bits, measured once per calibration
     (cached beside it, under its key)."""
     from samebits.runtime.cache import ArtifactCache
@@ -134,7 +138,7 @@ class ShardWorker:
         from samebits.fingerprint.diff import bit_relevant_digest
         from samebits.models.target import as_loaded
         from samebits.offline.images import ImagePrep
-        from samebits.offline.run import example_of, open_dataset, plan_of
+        from samebits.offline.run import example_of, open_dataset
         from samebits.offline.sources import InputFile
         from samebits.runtime.cache import weights_digest
         from samebits.runtime.predictor import Predictor
@@ -153,7 +157,7 @@ class ShardWorker:
             )
         torch.set_num_threads(job["threads"]["run"])
         self.identity = {
-            "plan": plan_of(self.predictor),
+            "plan": self.predictor.plan.describe(),
             "fingerprint_sha256": bit_relevant_digest(self.predictor.fingerprint),
             "weights_sha256": weights_digest(self.predictor.model),
         }

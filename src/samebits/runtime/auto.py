@@ -9,20 +9,98 @@ mixed: it runs every size or none."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import statistics
-from collections.abc import Callable
-from typing import Any
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
+from samebits.errors import UserError, first_line
 from samebits.measure.timing import interleaved_times
-from samebits.tensors import tree
+from samebits.runtime.cache import ArtifactCache
 from samebits.runtime.invariance import bits_against, candidate_sizes
+from samebits.runtime.plan import Difference
+from samebits.tensors import tree
+
+if TYPE_CHECKING:
+    from samebits.runtime.predictor import Predictor
 
 # torch.compile is left out unless asked for: it builds one kernel set per batch shape
 # (minutes over nine sizes); TensorRT only where there is a CUDA device.
 AUTO_CANDIDATES = ("eager", "torchscript", "export", "onnxruntime")
-# what a cached plan must hold to be used
-PLAN_KEYS = {"chosen", "backend_by_size", "forward_seconds", "verified", "drift", "skipped", "seconds"}
 FASTER = 0.97  # another backend replaces eager at a size only when it takes under 97% of its time
+
+
+@dataclasses.dataclass(frozen=True)
+class AutoPlan:
+    """What ``backend="auto"`` measured and chose: which backend runs which verified size, every
+    candidate's timings and verified sizes, its bits against eager, and what was left out."""
+
+    candidates: tuple[str, ...]
+    chosen: tuple[str, ...]
+    backend_by_size: Mapping[int, str]
+    forward_seconds: Mapping[int, float]  # eager's 1-row and largest forwards, then the choice's
+    seconds_by_backend: Mapping[str, Mapping[int, float]]
+    verified: Mapping[str, tuple[int, ...]]
+    drift: Mapping[str, Difference]
+    skipped: Mapping[str, str]
+    allow_backend_drift: bool
+    seconds: float
+    cached: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plan as cached (JSON: sizes as strings)."""
+        return {
+            "backend": "auto",
+            "candidates": list(self.candidates),
+            "chosen": list(self.chosen),
+            "backend_by_size": {str(s): b for s, b in sorted(self.backend_by_size.items())},
+            "forward_seconds": {str(s): t for s, t in sorted(self.forward_seconds.items())},
+            "seconds_by_backend": {b: {str(s): v for s, v in t.items()} for b, t in self.seconds_by_backend.items()},
+            "verified": {b: list(s) for b, s in self.verified.items()},
+            "drift": {b: d.to_dict() for b, d in self.drift.items()},
+            "skipped": dict(self.skipped),
+            "allow_backend_drift": self.allow_backend_drift,
+            "seconds": self.seconds,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> AutoPlan | None:
+        """A cached plan, or ``None`` where it is malformed (then it is measured again)."""
+        try:
+            return cls(
+                candidates=tuple(data["candidates"]),
+                chosen=tuple(data["chosen"]),
+                backend_by_size={int(s): str(b) for s, b in data["backend_by_size"].items()},
+                forward_seconds={int(s): float(t) for s, t in data["forward_seconds"].items()},
+                seconds_by_backend={
+                    b: {int(s): float(v) for s, v in t.items()} for b, t in data["seconds_by_backend"].items()
+                },
+                verified={b: tuple(int(s) for s in sizes) for b, sizes in data["verified"].items()},
+                drift={b: Difference.from_dict(d) for b, d in data["drift"].items()},
+                skipped={str(b): str(r) for b, r in data["skipped"].items()},
+                allow_backend_drift=bool(data["allow_backend_drift"]),
+                seconds=float(data["seconds"]),
+                cached=True,
+            )
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return None
+
+    def describe(self) -> str:
+        """One line: which backend runs which sizes, and what was left out and why."""
+        runs: dict[str, list[int]] = {}
+        for size, backend in sorted(self.backend_by_size.items()):
+            runs.setdefault(backend, []).append(size)
+        parts = [f"{b} at batch {', '.join(map(str, sizes))}" for b, sizes in runs.items()]
+        out = "backend auto (measured here): " + "; ".join(parts)
+        left = [
+            f"{b} (other bits than eager: {d.difference}; allow_backend_drift=True allows it)"
+            for b, d in self.drift.items()
+            if not d.identical and b not in runs
+        ]
+        left += [f"{b} ({reason})" for b, reason in self.skipped.items()]
+        return out + (f"; left out: {', '.join(left)}" if left else "")
 
 
 def candidates_for(device: str, asked: tuple[str, ...] | None) -> tuple[str, ...]:
@@ -31,41 +109,41 @@ def candidates_for(device: str, asked: tuple[str, ...] | None) -> tuple[str, ...
     return ("eager", *[n for n in names if n != "eager"])
 
 
-def sizes_of(member: Any) -> list[int]:
+def sizes_of(member: Predictor) -> list[int]:
     """The batch sizes a member runs: its verified ones, or with invariance off every candidate."""
     if member.invariance.scheme != "off":
         return list(member.invariance.sizes)
     return candidate_sizes(member.max_batch_size)
 
 
-def drift(eager: Any, member: Any) -> dict[str, Any]:
+def drift(eager: Predictor, member: Predictor) -> Difference:
     """``member`` against eager on the same batch, at the largest size both run (for invariant
     members a size both verified, which makes their classes one when the bits agree)."""
     common = sorted(set(sizes_of(eager)) & set(sizes_of(member)))
     if not common:
-        return {"identical": False, "difference": "no batch size verified by both", "batch_size": None}
+        return Difference(False, None, None, "no batch size verified by both", None)
     size = common[-1]
-    batch = eager._example_at(size)
-    ours, theirs = tree.move(member._run_at(batch, size), "cpu"), tree.move(eager._run_at(batch, size), "cpu")
+    batch = eager.example_at(size)
+    ours, theirs = tree.move(member.run_at(batch, size), "cpu"), tree.move(eager.run_at(batch, size), "cpu")
     return bits_against(theirs, ours, size)
 
 
-def time_sizes(members: dict[str, Any], budget: float) -> dict[str, dict[int, float]]:
+def time_sizes(members: Mapping[str, Predictor], budget: float) -> dict[str, dict[int, float]]:
     """Median seconds of one forward of each member at each size it runs, the members that
     share a size timed interleaved (noise hits them alike); ``budget`` seconds over all sizes."""
     sizes = sorted({s for m in members.values() for s in sizes_of(m)})
     out: dict[str, dict[int, float]] = {name: {} for name in members}
     for size in sizes:
         here = {name: m for name, m in members.items() if size in sizes_of(m)}
-        batch = next(iter(here.values()))._example_at(size)
-        fns: dict[str, Callable[[], object]] = {name: (lambda m=m: m._run_at(batch, size)) for name, m in here.items()}
+        batch = next(iter(here.values())).example_at(size)
+        fns: dict[str, Callable[[], object]] = {name: (lambda m=m: m.run_at(batch, size)) for name, m in here.items()}
         for name, values in interleaved_times(fns, rounds=60, budget=budget / len(sizes)).items():
             out[name][size] = statistics.median(values)
     return out
 
 
 def choose(
-    times: dict[str, dict[int, float]], identical: dict[str, bool], allow_drift: bool
+    times: Mapping[str, Mapping[int, float]], identical: Mapping[str, bool], allow_drift: bool
 ) -> tuple[dict[int, str], dict[int, float]]:
     """(backend by size, seconds by size). Among the backends with eager's bits, per size the
     fastest (eager kept unless another takes under ``FASTER`` of its time); a drifting backend,
@@ -86,21 +164,74 @@ def choose(
                 and shared
                 and sum(t[s] for s in shared) < FASTER * sum(seconds[s] for s in shared)
             ):
-                by_size, seconds = {s: backend for s in t}, dict(t)
+                by_size, seconds = dict.fromkeys(t, backend), dict(t)
     return by_size, seconds
 
 
-def describe(plan: dict[str, Any]) -> str:
-    """One line: which backend runs which sizes, and what was left out and why."""
-    runs: dict[str, list[int]] = {}
-    for size, backend in sorted((int(s), b) for s, b in plan["backend_by_size"].items()):
-        runs.setdefault(backend, []).append(size)
-    parts = [f"{b} at batch {', '.join(map(str, sizes))}" for b, sizes in runs.items()]
-    out = "backend auto (measured here): " + "; ".join(parts)
-    left = [
-        f"{b} (other bits than eager: {d['difference']}; allow_backend_drift=True allows it)"
-        for b, d in plan["drift"].items()
-        if not d["identical"] and b not in runs
-    ]
-    left += [f"{b} ({reason})" for b, reason in plan["skipped"].items()]
-    return out + (f"; left out: {', '.join(left)}" if left else "")
+def plan_auto(
+    owner: Predictor, names: tuple[str, ...], key: str, budget: float, allow_drift: bool
+) -> tuple[AutoPlan, dict[str, Predictor]]:
+    """The plan and the member Predictors it runs: read from the cache under ``key`` (only the
+    chosen backends are built) where the plan there is well-formed and its members still verify
+    the sizes they did, else measured and cached."""
+    store, name = ArtifactCache(owner.cache_dir), f"auto-plan-{key}.json"
+    cached = AutoPlan.from_dict(store.read_json(name))
+    members = _cached_members(owner, cached, budget) if cached is not None else None
+    if cached is not None and members is not None:
+        return cached, members
+    plan, members = _measure(owner, names, budget, allow_drift)
+    if store.writable or not store.is_cache:
+        store.build_once(name, lambda tmp: tmp.write_text(json.dumps(plan.to_dict())), kind="auto plan")
+    return plan, members
+
+
+def _cached_members(owner: Predictor, plan: AutoPlan, budget: float) -> dict[str, Predictor] | None:
+    """The chosen backends' Predictors for a cached plan, or ``None`` where a backend no longer
+    builds or verifies the sizes it did."""
+    try:
+        members = {b: owner.member(b, budget) for b in plan.chosen}
+    except (UserError, KeyError):
+        return None
+    if any(tuple(sizes_of(m)) != plan.verified.get(b) for b, m in members.items()):
+        return None
+    return members
+
+
+def _measure(
+    owner: Predictor, names: tuple[str, ...], budget: float, allow_drift: bool
+) -> tuple[AutoPlan, dict[str, Predictor]]:
+    start = time.monotonic()
+    members: dict[str, Predictor] = {}
+    skipped: dict[str, str] = {}
+    for b in names:
+        try:
+            members[b] = owner.member(b, budget)
+        except UserError as exc:
+            if b == "eager":
+                raise  # eager is the reference: without it nothing is judged
+            skipped[b] = first_line(exc)
+    drifts: dict[str, Difference] = {}
+    for b in [b for b in members if b != "eager"]:
+        try:
+            drifts[b] = drift(members["eager"], members[b])
+        except Exception as exc:  # a backend that builds but fails to run here is left out
+            skipped[b] = f"its forward failed: {first_line(exc, with_type=True)}"
+            del members[b]
+    identical = {"eager": True, **{b: d.identical for b, d in drifts.items()}}
+    usable = {b: m for b, m in members.items() if identical[b] or allow_drift}
+    times = time_sizes(usable, budget)
+    by_size, seconds = choose(times, identical, allow_drift)
+    chosen = tuple(b for b in names if b in set(by_size.values()))
+    plan = AutoPlan(
+        candidates=names,
+        chosen=chosen,
+        backend_by_size=dict(sorted(by_size.items())),
+        forward_seconds=dict(sorted({**members["eager"].invariance.timings(), **seconds}.items())),
+        seconds_by_backend=times,
+        verified={b: tuple(sizes_of(m)) for b, m in members.items()},
+        drift=drifts,
+        skipped=skipped,
+        allow_backend_drift=allow_drift,
+        seconds=round(time.monotonic() - start, 3),
+    )
+    return plan, {b: members[b] for b in chosen}

@@ -188,8 +188,8 @@ def bench(
     }
     for p in predictors.values():
         p.close()
-    verified = {name: p.invariance.sizes for name, p in predictors.items() if p.invariance.scheme != "off"}
-    plans = {name: p.notes[0] for name, p in predictors.items() if p.backend == "auto"}
+    verified = {name: list(p.plan.sizes) for name, p in predictors.items() if p.plan.scheme != "off"}
+    plans = {name: p.auto.describe() for name, p in predictors.items() if p.auto is not None}
     return BenchReport(loaded.spec, rows, cost, verified, skipped, round(time.monotonic() - start, 2), plans=plans)
 
 

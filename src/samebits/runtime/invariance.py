@@ -12,6 +12,7 @@ from typing import Any
 from samebits.models.inputs import ModelInputs
 from samebits.measure.invariance import measure_batch_invariance
 from samebits.measure.timing import interleaved_times
+from samebits.runtime.plan import Difference
 
 
 @dataclasses.dataclass
@@ -119,19 +120,15 @@ def candidate_sizes(max_batch_size: int) -> list[int]:
     return sorted({s for s in (1, 2, 4, 8, 16, 32, 64, 128, 256) if s <= max_batch_size} | {max_batch_size})
 
 
-def bits_against(reference: Any, ours: Any, size: int | None) -> dict[str, Any]:
+def bits_against(reference: Any, ours: Any, size: int | None) -> Difference:
     """Whether ``ours`` has the bits of ``reference`` (both on the CPU), and the first difference."""
     from samebits.tensors.compare import compare
 
     result = compare(reference, ours)
     worst = result.first_difference()
-    return {
-        "identical": result.identical,
-        "max_abs": worst.max_abs if worst else 0.0,
-        "max_rel": worst.max_rel if worst else 0.0,
-        "difference": worst.brief() if worst else "identical bits",
-        "batch_size": size,
-    }
+    if worst is None:
+        return Difference(result.identical, batch_size=size)
+    return Difference(result.identical, worst.max_abs, worst.max_rel, worst.brief(), size)
 
 
 def time_forwards(forward_at: Callable[[int], Any], sizes: list[int], budget: float) -> dict[int, float]:

@@ -10,7 +10,7 @@ import warnings
 import weakref
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -34,8 +34,14 @@ from samebits.measure.batching import (
     take_sample,
 )
 from samebits.measure.prepare import prepare
+from samebits.determinism.shared import acquire_profile, release_profile
 from samebits.runtime.invariance import Invariance, bits_against, calibrate, candidate_sizes, time_forwards
+from samebits.runtime.plan import Artifact, Difference, MemoryPlan, Plan, Validation
 from samebits.tensors import tree
+
+if TYPE_CHECKING:
+    from samebits.runtime.auto import AutoPlan
+    from samebits.runtime.generate import Generation
 
 DEFAULT_MAX_BATCH = 256
 
@@ -46,32 +52,6 @@ def _shapes(inputs: ModelInputs) -> list[Any]:
         for p, t in tree.flatten(inputs.as_tree()).items()
         if isinstance(t, torch.Tensor)
     ]
-
-
-_PROFILE_LOCK = threading.Lock()
-_PROFILE: dict[str, Any] = {"count": 0, "context": None}
-
-
-def _acquire_profile(seed: int, device: str) -> None:
-    """The determinism profile is shared by every live deterministic Predictor: the first one
-    enters it (seeding with its seed), the last one to close (or be collected) exits it, so
-    Predictors closed in any order leave every switch as it was before the first."""
-    from samebits.determinism import deterministic
-
-    with _PROFILE_LOCK:
-        if _PROFILE["count"] == 0:
-            context = deterministic(seed, device=device)
-            context.__enter__()
-            _PROFILE["context"] = context
-        _PROFILE["count"] += 1
-
-
-def _release_profile() -> None:
-    with _PROFILE_LOCK:
-        _PROFILE["count"] -= 1
-        if _PROFILE["count"] == 0:
-            context, _PROFILE["context"] = _PROFILE["context"], None
-            context.__exit__(None, None, None)
 
 
 class Predictor:
@@ -130,14 +110,15 @@ class Predictor:
         self.device, self.backend, self.seed, self.dtype = device, backend, seed, dtype
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self._lock = threading.RLock()
+        self._generators: dict[tuple[int, int, str | None], Any] = {}
         self._release: weakref.finalize | None = None
         if deterministic:
-            _acquire_profile(seed, device)
-            self._release = weakref.finalize(self, _release_profile)  # also when collected unclosed
+            acquire_profile(seed, device)
+            self._release = weakref.finalize(self, release_profile)  # also when collected unclosed
         try:
             from samebits.fingerprint import Fingerprint
 
-            self.fingerprint = Fingerprint.capture().to_dict()
+            self.fingerprint: dict[str, Any] = Fingerprint.capture().to_dict()
             self.model, self._example = prepare(model, example, device, dtype)
             if isinstance(self.model, nn.Module):
                 eval_mode(self.model).requires_grad_(False)
@@ -147,28 +128,45 @@ class Predictor:
             self._dynamic = backend == "onnxruntime" and not any(
                 isinstance(a, list) for a in [*self._example.args, *self._example.kwargs.values()]
             )
-            self.artifacts: dict[int, dict[str, Any]] = {}
+            self.artifacts: dict[int, Artifact] = {}
             self._sample = take_sample(self._example, 0) if batch_size_of(self._example) is not None else None
-            self.memory: dict[str, Any] = {}
+            self.memory: MemoryPlan | None = None
             self.notes: list[str] = []  # what the user should know about this predictor's plan
             if max_batch_size == "auto":
-                self.max_batch_size = self._auto_max_batch(memory_budget_mb)
+                self.memory = self._auto_max_batch(memory_budget_mb)
+                self.max_batch_size: int = self.memory.max_batch_size
             else:
                 self.max_batch_size = max_batch_size or tile or DEFAULT_MAX_BATCH  # type: ignore[assignment]
+            self._invariant, self._tile = invariant, tile
             self.members: dict[str, Predictor] = {}  # backend="auto": one Predictor per backend it runs
+            self.auto: AutoPlan | None = None
             if backend == "auto":
-                self._auto(invariant, tile, calibration_budget, auto_backends, allow_backend_drift)
+                self._auto(calibration_budget, auto_backends, allow_backend_drift)
             else:
                 self.invariance = self._invariance(invariant, tile, calibration_budget)
                 self.notes += self.invariance.notes()
                 self.validation = self._validate()
-                self.plan: dict[str, Any] = {"backend": backend, "chosen": [backend]}
+            self.plan = Plan(
+                backend=backend,
+                scheme=self.invariance.scheme,  # type: ignore[arg-type]
+                sizes=tuple(self.invariance.sizes),
+                max_batch_size=self.max_batch_size,
+                backends=self.auto.chosen if self.auto else (backend,),
+                backend_by_size=self.auto.backend_by_size if self.auto else {},
+                notes=tuple(self.notes),
+            )
         except BaseException:
             self.close()  # a failed setup leaves no profile behind
             raise
 
     # -- setup -------------------------------------------------------------------------------
-    def _example_at(self, size: int) -> ModelInputs:
+    @property
+    def example(self) -> ModelInputs:
+        """The example inputs the predictor calibrated on, on its device."""
+        return self._example
+
+    def example_at(self, size: int) -> ModelInputs:
+        """A batch of ``size`` rows: the example's first sample and seeded random neighbours."""
         assert self._sample is not None
         gen = torch.Generator().manual_seed(self.seed)
         return concat_batches([self._sample, *[random_neighbour(self._sample, gen) for _ in range(size - 1)]])
@@ -179,7 +177,7 @@ class Predictor:
         slot = 0 if self._dynamic else size  # a dynamic-batch artifact serves every size
         if slot not in self._runners:
             # A dynamic batch is exported from a batch of 2 or more: torch.export specialises a dim of size 1.
-            example = self._example_at(max(size, 2) if self._dynamic else size)
+            example = self.example_at(max(size, 2) if self._dynamic else size)
             shapes = [(p, d, ["N", *s[1:]] if self._dynamic else s) for p, d, s in _shapes(example)]
             key = artifact_key(
                 self.model,
@@ -207,14 +205,12 @@ class Predictor:
                     f"the {self.backend} backend could not be built for this model: {first_line(exc, with_type=True)}"
                 ) from exc
             self._runners[slot] = built.runner
-            self.artifacts[size] = {
-                "path": str(built.artifact) if built.artifact else None,
-                "built_here": built.built_here,
-                "log": built.log,
-            }
+            self.artifacts[size] = Artifact(
+                str(built.artifact) if built.artifact else None, built.built_here, built.log
+            )
         return self._runners[slot]
 
-    def _auto_max_batch(self, budget_mb: float | None, limit: int = 4096) -> int:
+    def _auto_max_batch(self, budget_mb: float | None, limit: int = 4096) -> MemoryPlan:
         """The largest power-of-two batch whose forward fits the memory budget (CUDA: the
         largest that does not run out of memory, backing off and emptying the cache)."""
         from samebits.measure.memory import default_memory_cap_mb, peak_of
@@ -225,7 +221,7 @@ class Predictor:
         measured: dict[int, float] = {}
         best, size = 1, 1
         while size <= limit:
-            batch = self._example_at(size)
+            batch = self.example_at(size)
             try:
                 with torch.inference_mode():
                     measured[size] = round(peak_of(lambda: batch.call(self.model), self.device), 2)
@@ -235,8 +231,7 @@ class Predictor:
             if measured[size] > budget:
                 break
             best, size = size, size * 2
-        self.memory = {"max_batch_size": best, "budget_mb": round(budget, 1), "peak_mb_by_batch": measured}
-        return best
+        return MemoryPlan(best, round(budget, 1), measured)
 
     def _invariance(self, invariant: bool, tile: int | None, budget: float) -> Invariance:
         if not invariant:
@@ -264,7 +259,7 @@ class Predictor:
         else:  # missing, or corrupt (then rebuilt, with a warning)
             self._runner(candidates[0])  # build (or load) the artifact before the calibration is timed
             inv = calibrate(
-                lambda batch: self._run_at(batch, batch_size_of(batch)), self._sample, candidates, seed=self.seed
+                lambda batch: self.run_at(batch, batch_size_of(batch)), self._sample, candidates, seed=self.seed
             )
             inv.measured["forward_seconds"] = self._time_forwards(inv, budget)
             if store.writable or not store.is_cache:
@@ -289,14 +284,15 @@ class Predictor:
             )
         return inv
 
-    def _member(self, backend: str, invariant: bool, tile: int | None, budget: float) -> Predictor:
-        """A Predictor for one backend on this predictor's (prepared) model, inputs and cache."""
+    def member(self, backend: str, budget: float) -> Predictor:
+        """A Predictor for one backend on this predictor's (prepared) model, inputs, cache and
+        invariance settings: what ``backend="auto"`` measures and runs."""
         return Predictor(
             self.model,
             device=self.device,
             backend=backend,
-            invariant=invariant,
-            tile=tile,
+            invariant=self._invariant,
+            tile=self._tile,
             max_batch_size=self.max_batch_size,
             deterministic=False,  # the profile is this predictor's
             cache_dir=self.cache_dir,
@@ -305,22 +301,20 @@ class Predictor:
             seed=self.seed,
         )
 
-    def _auto(
-        self, invariant: bool, tile: int | None, budget: float, asked: tuple[str, ...] | None, allow_drift: bool
-    ) -> None:
+    def _auto(self, budget: float, asked: tuple[str, ...] | None, allow_drift: bool) -> None:
         """backend="auto": the plan (which backend runs which verified size) measured, or read
         from the cache under the same key rules as the calibration."""
         from samebits.runtime import auto
 
         names = auto.candidates_for(self.device, asked)
-        key = artifact_key(
+        self.calibration_key = artifact_key(
             self.model,
             {
                 "kind": "auto-plan",
                 "version": 1,
                 "candidates": [[b, backend_versions(b)] for b in names],
-                "invariant": invariant,
-                "tile": tile,
+                "invariant": self._invariant,
+                "tile": self._tile,
                 "max_batch_size": self.max_batch_size,
                 "sample": _shapes(self._sample) if self._sample is not None else None,
                 "environment": bit_relevant_digest(self.fingerprint),
@@ -328,95 +322,18 @@ class Predictor:
                 "device": self.device,
             },
         )
-        self.calibration_key = key
-        store, name = ArtifactCache(self.cache_dir), f"auto-plan-{key}.json"
-        plan = store.read_json(name)
-        members = self._cached_members(plan, invariant, tile, budget)
-        if members is None:
-            plan, members = self._measure_auto(names, invariant, tile, budget, allow_drift)
-            if store.writable or not store.is_cache:
-                store.build_once(name, lambda tmp: tmp.write_text(json.dumps(plan)), kind="auto plan")
-        else:
-            plan = {**plan, "cached": True}
-        assert plan is not None
-        self.members, self.plan = members, plan
-        self._by_size = {int(s): b for s, b in plan["backend_by_size"].items()}
-        sizes = sorted(self._by_size) if invariant else []
-        scheme = ("tile" if len(sizes) == 1 else "class") if invariant else "off"
-        measured = {"forward_seconds": plan["forward_seconds"], "backend_by_size": plan["backend_by_size"]}
-        self.invariance = Invariance(scheme, sizes, {**measured, "auto": True}, plan["seconds"])
-        self.notes += [auto.describe(plan), *self.invariance.notes()]
-        drifting = [plan["drift"][b] for b in plan["chosen"] if b != "eager" and not plan["drift"][b]["identical"]]
-        self.validation = {
-            "backend": "auto",
-            "against": "eager",
-            **(drifting[0] if drifting else {"identical": True, "max_abs": 0.0, "max_rel": 0.0}),
-            "by_backend": plan["drift"],
+        plan, self.members = auto.plan_auto(self, names, self.calibration_key, budget, allow_drift)
+        self.auto = plan
+        sizes = sorted(plan.backend_by_size) if self._invariant else []
+        scheme = ("tile" if len(sizes) == 1 else "class") if self._invariant else "off"
+        measured = {
+            "forward_seconds": {str(s): t for s, t in plan.forward_seconds.items()},
+            "backend_by_size": {str(s): b for s, b in plan.backend_by_size.items()},
         }
-
-    def _cached_members(
-        self, plan: dict[str, Any] | None, invariant: bool, tile: int | None, budget: float
-    ) -> dict[str, Predictor] | None:
-        """The chosen backends' Predictors for a cached plan, or ``None`` where the plan is
-        malformed or a backend no longer builds or verifies the sizes it did."""
-        from samebits.runtime.auto import PLAN_KEYS, sizes_of
-
-        if not isinstance(plan, dict) or not PLAN_KEYS <= set(plan):
-            return None
-        try:
-            members = {b: self._member(b, invariant, tile, budget) for b in plan["chosen"]}
-            if any(sizes_of(m) != plan["verified"][b] for b, m in members.items()):
-                return None
-            return members
-        except (UserError, KeyError, TypeError):
-            return None
-
-    def _measure_auto(
-        self, names: tuple[str, ...], invariant: bool, tile: int | None, budget: float, allow_drift: bool
-    ) -> tuple[dict[str, Any], dict[str, Predictor]]:
-        import time
-
-        from samebits.runtime import auto
-
-        start = time.monotonic()
-        members: dict[str, Predictor] = {}
-        skipped: dict[str, str] = {}
-        for b in names:
-            try:
-                members[b] = self._member(b, invariant, tile, budget)
-            except UserError as exc:
-                if b == "eager":
-                    raise  # eager is the reference: without it nothing is judged
-                skipped[b] = first_line(exc)
-        drifts: dict[str, dict[str, Any]] = {}
-        for b in [b for b in members if b != "eager"]:
-            try:
-                drifts[b] = auto.drift(members["eager"], members[b])
-            except Exception as exc:  # a backend that builds but fails to run here is left out
-                skipped[b] = f"its forward failed: {first_line(exc, with_type=True)}"
-                del members[b]
-        identical = {"eager": True, **{b: d["identical"] for b, d in drifts.items()}}
-        usable = {b: m for b, m in members.items() if identical[b] or allow_drift}
-        times = auto.time_sizes(usable, budget)
-        by_size, seconds = auto.choose(times, identical, allow_drift)
-        chosen = [b for b in names if b in set(by_size.values())]
-        plan = {
-            "backend": "auto",
-            "candidates": list(names),
-            "chosen": chosen,
-            "backend_by_size": {str(s): b for s, b in sorted(by_size.items())},
-            # eager's 1-row and largest forwards (what the notes compare against), then the choice's
-            "forward_seconds": {
-                str(s): t for s, t in sorted({**members["eager"].invariance.timings(), **seconds}.items())
-            },
-            "seconds_by_backend": {b: {str(s): v for s, v in t.items()} for b, t in times.items()},
-            "verified": {b: auto.sizes_of(m) for b, m in members.items()},
-            "drift": drifts,
-            "skipped": skipped,
-            "allow_backend_drift": allow_drift,
-            "seconds": round(time.monotonic() - start, 3),
-        }
-        return plan, {b: members[b] for b in chosen}
+        self.invariance = Invariance(scheme, sizes, {**measured, "auto": True}, plan.seconds)
+        self.notes += [plan.describe(), *self.invariance.notes()]
+        drifting = [plan.drift[b] for b in plan.chosen if b != "eager" and not plan.drift[b].identical]
+        self.validation = Validation("auto", drifting[0] if drifting else Difference(True), by_backend=plan.drift)
 
     def _time_forwards(self, inv: Invariance, budget: float) -> dict[int, float]:
         """One forward timed at every verified size, at 1 row and at the largest size tried (what
@@ -424,47 +341,45 @@ class Predictor:
         if not inv.sizes:
             return {}
         ran = set(inv.measured["tried"]) - set(inv.measured["failed"])
-        batches = {s: self._example_at(s) for s in {*inv.sizes, 1, max(ran)} & ran}
-        return time_forwards(lambda s: self._run_at(batches[s], s), list(batches), min(0.5, budget / 10))
+        batches = {s: self.example_at(s) for s in {*inv.sizes, 1, max(ran)} & ran}
+        return time_forwards(lambda s: self.run_at(batches[s], s), list(batches), min(0.5, budget / 10))
 
-    def _validate(self) -> dict[str, Any]:
+    def _validate(self) -> Validation:
         """This backend against eager on the example inputs (at a verified size)."""
         if self.backend == "eager":
-            return {"backend": "eager", "identical": True, "against": "eager"}
+            return Validation("eager", Difference(True))
         size = self.invariance.sizes[-1] if self.invariance.sizes else batch_size_of(self._example)
-        example = self._example_at(size) if self._sample is not None and size else self._example
+        example = self.example_at(size) if self._sample is not None and size else self._example
         with torch.inference_mode():
-            ours = self._run_at(example, size)
+            ours = self.run_at(example, size)
             eager = example.call(self.model)
-        difference = bits_against(tree.move(eager, "cpu"), tree.move(ours, "cpu"), size)
-        return {"backend": self.backend, "against": "eager", **difference}
+        return Validation(self.backend, bits_against(tree.move(eager, "cpu"), tree.move(ours, "cpu"), size))
 
     # -- running -----------------------------------------------------------------------------
-    def _run_at(self, batch: ModelInputs, size: int | None) -> Any:
+    def run_at(self, batch: ModelInputs, size: int | None) -> Any:
+        """One forward of ``batch`` as the plan runs a batch of ``size`` rows (no padding, no
+        cutting: ``batch`` has that size already)."""
         if self.members:
-            return self.members[self._backend_at(size)]._run_at(batch, size)
+            return self.members[self._backend_at(size)].run_at(batch, size)
         with torch.inference_mode():
             return batch.call(self._runner(size))
 
     def _backend_at(self, size: int | None) -> str:
         """backend="auto": the backend chosen for ``size`` (an unmeasured size, which only
         invariant=False runs, takes the choice at the next measured size up)."""
-        by_size = self._by_size
+        assert self.auto is not None
+        by_size = self.auto.backend_by_size
         if size in by_size:
             return by_size[size]
         above = [s for s in by_size if size is None or s >= size]
         return by_size[min(above)] if above else by_size[max(by_size)]
-
-    def backends_in_use(self) -> list[str]:
-        """The backends this predictor's forwards run through (several only with backend="auto")."""
-        return list(self.plan["chosen"])
 
     def _forward(self, batch: ModelInputs) -> Any:
         n = batch_size_of(batch)
         if n is None:
             if self.invariance.scheme != "off":
                 raise UserError("these inputs have no batch dimension; the Predictor batches along dim 0")
-            return self._to_cpu(self._run_at(batch, None))
+            return self._to_cpu(self.run_at(batch, None))
         if n == 0:
             raise UserError(
                 "predict got a batch of 0 rows; pass at least one sample (map() over no samples yields nothing)"
@@ -476,12 +391,12 @@ class Predictor:
         )
         if plan == [(n, n)]:  # one forward of the whole batch (a verified size): nothing to cut or join
             with self._lock:
-                return self._to_cpu(self._run_at(batch, n))
+                return self._to_cpu(self.run_at(batch, n))
         outputs, start = [], 0
         with self._lock:
             for rows, size in plan:
                 chunk = pad_to(take_rows(batch, start, start + rows), rows, size)
-                outputs.append(output_rows(self._run_at(chunk, size), 0, rows, size))
+                outputs.append(output_rows(self.run_at(chunk, size), 0, rows, size))
                 start += rows
         return self._to_cpu(join_outputs(outputs, [rows for rows, _ in plan]))
 
@@ -520,7 +435,7 @@ class Predictor:
         return_scores: bool = False,
         check: bool = True,
         attention: str | None = "eager",
-    ) -> list[Any]:
+    ) -> list[Generation]:
         """Greedy generation (a transformers-style decoder-only model) whose tokens and scores
         for each prompt equal those it gets alone, whatever other prompts share the call and in
         what order: every prompt runs in tiles of ``tile`` rows (default: the largest verified
@@ -537,11 +452,10 @@ class Predictor:
         if not isinstance(bucket, int) or bucket < 1 or (tile is not None and (not isinstance(tile, int) or tile < 1)):
             raise UserError("tile and bucket must be integers >= 1")
         tile = tile or max([s for s in self.invariance.sizes if s <= 32] or [min(8, self.max_batch_size)])
-        generators = self.__dict__.setdefault("_generators", {})
         key = (tile, bucket, attention)
-        if key not in generators:
-            generators[key] = TileGenerator(self.model, tile, bucket, self._lock, attention)
-        return generators[key].generate(prompt_list(prompts), max_new_tokens, return_scores, check)
+        if key not in self._generators:
+            self._generators[key] = TileGenerator(self.model, tile, bucket, self._lock, attention)
+        return self._generators[key].generate(prompt_list(prompts), max_new_tokens, return_scores, check)
 
     def _batch_of(self, samples: list[ModelInputs]) -> ModelInputs:
         """Samples without a batch dim (list models: single images) as one batch."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Hashable, Iterator
 from typing import Any
 
 import torch
@@ -16,6 +16,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 
 from samebits._version import __version__
 from samebits.fingerprint.diff import bit_relevant_digest
+from samebits.models.inputs import ModelInputs
+from samebits.runtime.plan import Restartable, Runner
+from samebits.runtime.predictor import Predictor
 from samebits.serve.batcher import Batcher, Draining, ForwardFailed, QueueFull, Stuck, TimedOut
 from samebits.serve.generate import BadGenerate, generate_batcher, parse_generate, supports_generate, vocab_size
 from samebits.serve.options import ServeOptions
@@ -185,28 +188,32 @@ async def answer(
 
 
 def create_app(
-    predictor: Any,
+    runner: Runner,
     signature: Signature,
     *,
     name: str,
     options: ServeOptions = ServeOptions(),
     not_ready: str | None = None,
+    restartable: Restartable | None = None,
+    key: Callable[[ModelInputs], Hashable] | None = None,
 ) -> FastAPI:
-    """The server for one Predictor. Mount it into an existing app, or run it with
+    """The server for one runner (a Predictor). Mount it into an existing app, or run it with
     :func:`samebits.serve.server.serve`. ``not_ready``: why it must never report ready (the
-    ``--golden`` self-check failed); it still answers, so the difference can be inspected."""
+    ``--golden`` self-check failed); it still answers, so the difference can be inspected.
+    ``restartable``: the runner's process, replaced after a forward hangs (``--isolate``);
+    ``key``: requests are batched only with requests of the same key (``--pad``'s lengths)."""
     metrics = Metrics()
     batcher = Batcher.for_options(
-        predictor.predict,
+        runner.predict,
         options,
         on_batch=lambda rows, seconds: metrics.batch.observe(rows),
-        worker=predictor if hasattr(predictor, "restart") else None,
-        key=getattr(predictor, "key", None),
+        worker=restartable,
+        key=key,
     )
-    generating = generate_batcher(predictor, options) if supports_generate(predictor) else None
-    vocab = vocab_size(predictor)
+    generator = runner if isinstance(runner, Predictor) and supports_generate(runner.model) else None
+    generating = generate_batcher(generator, options) if generator is not None else None
+    vocab = vocab_size(generator.model) if generator is not None else None
     limit = int(options.max_body_mb * 1024 * 1024)
-    fingerprint = bit_relevant_digest(predictor.fingerprint)  # as in a predict manifest: equal where bits are
     model_metadata = {
         "name": name,
         "versions": ["1"],
@@ -215,14 +222,11 @@ def create_app(
         "outputs": [s.metadata() for s in signature.outputs],
         "parameters": {
             "samebits": {
-                "backend": predictor.backend,
-                "invariance": predictor.invariance.scheme,
-                "verified_batch_sizes": list(predictor.invariance.sizes),
-                **({"backend_by_size": predictor.plan["backend_by_size"]} if predictor.backend == "auto" else {}),
-                **({"verified_batch_sizes_by_length": predictor.plans} if hasattr(predictor, "plans") else {}),
-                "notes": list(getattr(predictor, "notes", [])),  # e.g. what a lone request's padding costs
+                **runner.plan.describe(),
+                "notes": list(runner.plan.notes),  # e.g. what a lone request's padding costs
                 "max_batch_size": options.max_batch_size,
-                "fingerprint_sha256": fingerprint,
+                # the bit-relevant digest, as in a predict manifest: equal where the bits are
+                "fingerprint_sha256": bit_relevant_digest(runner.fingerprint),
                 "generate": generating is not None,  # POST /v2/models/{name}/generate
             }
         },
@@ -337,7 +341,7 @@ def create_app(
             if generating is None:
                 raise HTTPError(404, "this model has no transformers-style generate(): only /infer is served")
             try:
-                inputs, request_id = parse_generate(await _body(request), vocab, predictor.model)
+                inputs, request_id = parse_generate(await _body(request), vocab, generator.model if generator else None)
             except BadGenerate as exc:
                 raise HTTPError(400, str(exc)) from None
             (tokens,) = await submitted(generating, inputs)

@@ -14,6 +14,7 @@ import torch
 from samebits.errors import UserError
 from samebits.models.inputs import ModelInputs
 from samebits.runtime.generate import DEFAULT_BUCKET, check_fits
+from samebits.runtime.predictor import Predictor
 from samebits.serve.batcher import Batcher
 from samebits.serve.options import ServeOptions
 
@@ -25,14 +26,12 @@ class BadGenerate(ValueError):
     """A generate request that cannot be answered (status 400)."""
 
 
-def supports_generate(predictor: Any) -> bool:
-    """Whether this predictor can serve generation (a Predictor over a model with ``generate``)."""
-    return callable(getattr(predictor, "generate", None)) and callable(
-        getattr(getattr(predictor, "model", None), "generate", None)
-    )
+def supports_generate(model: Any) -> bool:
+    """Whether a model can serve generation (a transformers-style ``generate``)."""
+    return callable(getattr(model, "generate", None))
 
 
-def generate_batcher(predictor: Any, options: ServeOptions) -> Batcher:
+def generate_batcher(predictor: Predictor, options: ServeOptions) -> Batcher:
     """A batcher whose batches are prompts that ask for the same number of new tokens."""
 
     def run(batch: ModelInputs) -> list[torch.Tensor]:
@@ -73,7 +72,7 @@ def parse_generate(body: bytes, vocab: int | None, model: Any = None) -> tuple[M
     return ModelInputs(([torch.tensor(ids, dtype=torch.long)],), {"max_new_tokens": n}), request_id
 
 
-def vocab_size(predictor: Any) -> int | None:
+def vocab_size(model: Any) -> int | None:
     """The model's vocabulary size, where its config says it (ids outside it are refused)."""
-    size = getattr(getattr(getattr(predictor, "model", None), "config", None), "vocab_size", None)
+    size = getattr(getattr(model, "config", None), "vocab_size", None)
     return size if isinstance(size, int) else None

@@ -22,6 +22,7 @@ import torch
 
 from samebits.errors import UserError
 from samebits.models.inputs import ModelInputs
+from samebits.runtime.plan import Plan
 from samebits.serve.signature import Signature, TensorSpec
 
 ENTRY = "samebits.serve.worker"
@@ -78,15 +79,9 @@ def signature_from(data: dict[str, Any]) -> Signature:
     return Signature([spec(d) for d in data["inputs"]], data["positional"], outputs, paths)
 
 
-class Invariance:
-    def __init__(self, scheme: str, sizes: list[int]) -> None:
-        self.scheme, self.sizes = scheme, sizes
-
-
 class IsolatedPredictor:
-    """What the batcher and the app need of a Predictor (``predict``, ``backend``,
-    ``invariance``, ``fingerprint``), with the model in a child process that :meth:`restart`
-    replaces."""
+    """A :class:`~samebits.runtime.plan.Restartable` runner: the model in a child process that
+    :meth:`restart` replaces; its plan and fingerprint are the child's Predictor's."""
 
     def __init__(self, model_spec: str, options: Any, cache_dir: str | None = None) -> None:
         if not isinstance(model_spec, str):
@@ -96,20 +91,18 @@ class IsolatedPredictor:
         self.job = {"spec": model_spec, "options": dataclasses.asdict(options), "cache_dir": cache_dir}
         self._lock = threading.Lock()
         self.proc: subprocess.Popen[bytes] | None = None
+        self._stderr: IO[bytes] | None = None
         self.restarts = 0
         self.ready = self._start()
         self.signature = signature_from(self.ready["signature"])
-        self.backend = self.ready["backend"]
-        self.invariance = Invariance(self.ready["invariance"], self.ready["verified_batch_sizes"])
-        self.fingerprint = self.ready["fingerprint"]
+        self.plan = Plan.from_dict(self.ready["plan"])
+        self.fingerprint: dict[str, Any] = self.ready["fingerprint"]
         self.not_ready: str | None = self.ready.get("not_ready")
-        self.notes: list[str] = list(self.ready.get("notes", []))
-        self.plan: dict[str, Any] = self.ready["plan"]
 
     def _start(self) -> dict[str, Any]:
         from samebits.measure.processes import die_with_parent
 
-        if getattr(self, "_stderr", None) is not None:
+        if self._stderr is not None:
             self._stderr.close()  # the previous worker's
         self._stderr = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(
@@ -166,7 +159,7 @@ class IsolatedPredictor:
         self.kill()
         with self._lock:
             ready = self._start()
-            if ready["verified_batch_sizes"] != self.invariance.sizes or ready["fingerprint"] != self.fingerprint:
+            if Plan.from_dict(ready["plan"]).sizes != self.plan.sizes or ready["fingerprint"] != self.fingerprint:
                 self.kill()
                 raise UserError("the restarted worker verified other batch sizes or has another fingerprint")
             self.restarts += 1

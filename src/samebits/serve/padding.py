@@ -11,12 +11,15 @@ unpadded forward's: padding changes kernel shapes; a model that masks the paddin
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from samebits.errors import UserError
 from samebits.models.inputs import ModelInputs
+
+if TYPE_CHECKING:
+    from samebits.runtime.predictor import Predictor
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,16 +108,17 @@ class Buckets:
 
 
 class BucketedPredictor:
-    """One Predictor per bucket length, chosen by the batch's padded length; what the batcher
-    and the app read of a Predictor (``backend``, ``invariance``, ``fingerprint``) is the
-    shortest bucket's, and :attr:`plans` lists every bucket's verified sizes."""
+    """A :class:`~samebits.runtime.plan.Runner` of one Predictor per bucket length, chosen by the
+    batch's padded length. Its plan is the shortest bucket's, with every bucket's verified sizes
+    in ``sizes_by_length``; its fingerprint is theirs (one process, one environment)."""
 
-    def __init__(self, predictors: dict[int, Any], buckets: Buckets, names: list[str]) -> None:
+    def __init__(self, predictors: dict[int, Predictor], buckets: Buckets, names: list[str]) -> None:
         self.predictors, self.buckets, self.names = predictors, buckets, names
         first = predictors[buckets.lengths[0]]
-        self.backend, self.invariance, self.fingerprint = first.backend, first.invariance, first.fingerprint
-        self.plan, self.notes = first.plan, first.notes
-        self.plans = {length: list(p.invariance.sizes) for length, p in predictors.items()}
+        self.fingerprint = first.fingerprint
+        self.plan = dataclasses.replace(
+            first.plan, sizes_by_length={length: p.plan.sizes for length, p in predictors.items()}
+        )
 
     def key(self, inputs: ModelInputs) -> int:
         """The padded length of a batch (already padded to a bucket)."""

@@ -44,7 +44,8 @@ def deployment(
             from samebits.serve.batcher import Batcher
             from samebits.serve.server import served
 
-            self.name, self.predictor, self.signature = served(model_spec, None, options, cache_dir)
+            one = served(model_spec, None, options, cache_dir)
+            self.name, self.predictor, self.signature = one.name, one.runner, one.signature
             mine = bit_relevant_digest(self.predictor.fingerprint)
             registry = (
                 _registry()
@@ -60,7 +61,7 @@ def deployment(
                     f"this replica's bit-relevant fingerprint ({mine[:12]}) differs from the first replica's "
                     f"({first[:12]}): it would answer with other bits (another CPU ISA or torch build); not starting"
                 )
-            self.batcher = Batcher.for_options(self.predictor.predict, options)
+            self.batcher = Batcher.for_options(self.predictor.predict, options, key=one.key)
 
         async def __call__(self, request: Any) -> Any:
             from starlette.responses import JSONResponse, Response

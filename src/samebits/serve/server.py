@@ -6,14 +6,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import gc
 import re
 import signal
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING, Any
 
 from samebits.errors import UserError
+from samebits.models.inputs import ModelInputs
+from samebits.runtime.plan import Runner
 from samebits.serve.options import ServeOptions
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from samebits.models.spec import LoadedModel
+    from samebits.serve.padding import BucketedPredictor
+    from samebits.serve.signature import Signature, TensorSpec
 
 
 def model_name(spec: str) -> str:
@@ -23,11 +33,20 @@ def model_name(spec: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", tail) or "model"
 
 
-def served(
-    model_or_spec: Any, inputs: Any, options: ServeOptions, cache_dir: str | None = None
-) -> tuple[str, Any, Any]:
-    """(model name, calibrated Predictor, signature): what ``samebits serve`` and each Ray
-    replica run. A model that cannot be served closes its Predictor and raises."""
+@dataclasses.dataclass
+class Served:
+    """One model ready to serve: its URL name, the calibrated runner, the request signature,
+    and (``--pad``) the key that batches only requests padded to the same length."""
+
+    name: str
+    runner: Runner
+    signature: Signature
+    key: Callable[[ModelInputs], Hashable] | None = None
+
+
+def served(model_or_spec: Any, inputs: Any, options: ServeOptions, cache_dir: str | None = None) -> Served:
+    """What ``samebits serve``, its isolated worker and each Ray replica run. A model that cannot
+    be served closes its Predictor and raises."""
     from samebits.models.target import as_loaded, inputs_for
     from samebits.runtime.predictor import Predictor
     from samebits.serve.signature import signature_of
@@ -38,8 +57,10 @@ def served(
         import torch
 
         torch.set_num_threads(options.threads)
+    name = options.name or model_name(loaded.spec)
     if options.pad:
-        return options.name or model_name(loaded.spec), *_served_padded(loaded, example, options, cache_dir)
+        bucketed, signature = _served_padded(loaded, example, options, cache_dir)
+        return Served(name, bucketed, signature, bucketed.key)
     predictor = Predictor(
         loaded,
         backend=options.backend,
@@ -48,18 +69,18 @@ def served(
         cache_dir=cache_dir,
     )
     try:
-        signature = signature_of(predictor.model, predictor._example, predictor.predict(predictor._example))
+        signature = signature_of(predictor.model, predictor.example, predictor.predict(predictor.example))
     except Exception:
         predictor.close()
         raise
-    return options.name or model_name(loaded.spec), predictor, signature
+    return Served(name, predictor, signature)
 
 
-def _served_padded(loaded: Any, example: Any, options: ServeOptions, cache_dir: str | None) -> tuple[Any, Any]:
+def _served_padded(
+    loaded: LoadedModel, example: ModelInputs, options: ServeOptions, cache_dir: str | None
+) -> tuple[BucketedPredictor, Signature]:
     """(BucketedPredictor, signature) for variable-length inputs: a Predictor per bucket length;
     the outputs whose size follows the length are found by running two lengths."""
-    import dataclasses
-
     from samebits.measure.guard import check_forward
     from samebits.runtime.predictor import Predictor
     from samebits.serve.padding import BucketedPredictor, Buckets, parse_pad
@@ -68,7 +89,7 @@ def _served_padded(loaded: Any, example: Any, options: ServeOptions, cache_dir: 
     buckets = Buckets([parse_pad(p) for p in options.pad], list(options.pad_lengths))
     names = argument_names(loaded.model, len(example.args)) + list(example.kwargs)
     buckets.check(names)
-    predictors: dict[int, Any] = {}
+    predictors: dict[int, Predictor] = {}
     try:
         for length in buckets.lengths:
             predictors[length] = Predictor(
@@ -79,7 +100,7 @@ def _served_padded(loaded: Any, example: Any, options: ServeOptions, cache_dir: 
                 cache_dir=cache_dir,
             )
         first = predictors[buckets.lengths[0]]
-        base = signature_of(first.model, first._example, first.predict(first._example))
+        base = signature_of(first.model, first.example, first.predict(first.example))
         other = max(1, buckets.lengths[0] - 1) if buckets.lengths[0] > 1 else 2
         shifted = buckets.example_at(example, names, other)
         moved = signature_of(first.model, shifted, check_forward(first.model, shifted))
@@ -99,24 +120,26 @@ def _served_padded(loaded: Any, example: Any, options: ServeOptions, cache_dir: 
     return BucketedPredictor(predictors, buckets, names), signature
 
 
-def _variable(spec: Any, dims: list[int]) -> Any:
+def _variable(spec: TensorSpec, dims: list[int]) -> TensorSpec:
     """``spec`` with ``-1`` at ``dims`` (counted with the batch dim) of its row shape."""
-    import dataclasses
-
     return dataclasses.replace(spec, row_shape=tuple(-1 if i + 1 in dims else d for i, d in enumerate(spec.row_shape)))
 
 
-def build(model_or_spec: Any, inputs: Any = None, options: ServeOptions = ServeOptions()) -> tuple[Any, Any, Any]:
-    """(app, predictor, signature) for a model: the Predictor is created and calibrated here
-    (with ``options.isolate``, in a child process that a hung forward gets replaced)."""
+def build(
+    model_or_spec: Any, inputs: Any = None, options: ServeOptions = ServeOptions()
+) -> tuple[FastAPI, Runner, Signature]:
+    """(app, runner, signature) for a model: the Predictor is created and calibrated here (with
+    ``options.isolate``, in a child process that a hung forward gets replaced)."""
     from samebits.serve.app import create_app
 
     if options.isolate:
+        from samebits.models.spec import LoadedModel
         from samebits.serve.isolated import IsolatedPredictor
 
         if options.pad:
             raise UserError("--isolate does not take --pad yet; serve variable-length inputs without --isolate")
-        spec = model_or_spec if isinstance(model_or_spec, str) else getattr(model_or_spec, "spec", "")
+        loaded = isinstance(model_or_spec, LoadedModel) and not model_or_spec.in_memory
+        spec = model_or_spec if isinstance(model_or_spec, str) else model_or_spec.spec if loaded else ""
         if inputs is not None or not spec or spec.startswith("<"):
             raise UserError(
                 "--isolate loads MODEL in a fresh process with its own example inputs: pass a MODEL spec, "
@@ -124,17 +147,19 @@ def build(model_or_spec: Any, inputs: Any = None, options: ServeOptions = ServeO
             )
         isolated = IsolatedPredictor(spec, options)
         name = options.name or model_name(spec)
-        app = create_app(isolated, isolated.signature, name=name, options=options, not_ready=isolated.not_ready)
+        app = create_app(
+            isolated, isolated.signature, name=name, options=options, not_ready=isolated.not_ready, restartable=isolated
+        )
         return app, isolated, isolated.signature
 
-    name, predictor, signature = served(model_or_spec, inputs, options)
+    one = served(model_or_spec, inputs, options)
     not_ready = None
     if options.golden is not None:
         from samebits.serve.selfcheck import golden_mismatch
 
-        not_ready = golden_mismatch(predictor.predict, options.backend, options.golden)
-    app = create_app(predictor, signature, name=name, options=options, not_ready=not_ready)
-    return app, predictor, signature
+        not_ready = golden_mismatch(one.runner.predict, options.backend, options.golden)
+    app = create_app(one.runner, one.signature, name=one.name, options=options, not_ready=not_ready, key=one.key)
+    return app, one.runner, one.signature
 
 
 def serve(app: Any, options: ServeOptions = ServeOptions(), on_ready: Callable[[int], None] | None = None) -> None:

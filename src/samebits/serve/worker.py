@@ -6,6 +6,11 @@ from __future__ import annotations
 import json
 import os
 import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from samebits.runtime.plan import Runner
+    from samebits.serve.signature import Signature
 
 
 def main() -> None:
@@ -46,29 +51,25 @@ def main() -> None:
     predictor.close()
 
 
-def _load(job: dict):  # type: ignore[no-untyped-def]
+def _load(job: dict[str, Any]) -> tuple[Runner, Signature, dict[str, Any]]:
     from samebits.serve.isolated import describe_signature
     from samebits.serve.options import ServeOptions
     from samebits.serve.server import served
 
     options = ServeOptions(**job["options"])
-    _, predictor, signature = served(job["spec"], None, options, job["cache_dir"])
+    one = served(job["spec"], None, options, job["cache_dir"])
     not_ready = None
     if options.golden is not None:
         from samebits.serve.selfcheck import golden_mismatch
 
-        not_ready = golden_mismatch(predictor.predict, options.backend, options.golden)
+        not_ready = golden_mismatch(one.runner.predict, options.backend, options.golden)
     ready = {
-        "signature": describe_signature(signature),
-        "backend": predictor.backend,
-        "invariance": predictor.invariance.scheme,
-        "verified_batch_sizes": list(predictor.invariance.sizes),
-        "fingerprint": predictor.fingerprint,
+        "signature": describe_signature(one.signature),
+        "plan": one.runner.plan.to_dict(),
+        "fingerprint": one.runner.fingerprint,
         "not_ready": not_ready,
-        "notes": list(predictor.notes),
-        "plan": predictor.plan,
     }
-    return predictor, signature, ready
+    return one.runner, one.signature, ready
 
 
 if __name__ == "__main__":
