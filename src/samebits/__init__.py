@@ -6,8 +6,37 @@ CLI's ``--help`` do not pay for importing torch.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from samebits._lazy import lazy_getattr
 from samebits._version import __version__
+
+if TYPE_CHECKING:  # what a type checker sees: the real names (at run time they load on first use)
+    from samebits.checker.run import check as check
+    from samebits.determinism import DeterminismRecord as DeterminismRecord
+    from samebits.determinism import dataloader_kwargs as dataloader_kwargs
+    from samebits.determinism import deterministic as deterministic
+    from samebits.determinism import fast as fast
+    from samebits.determinism import isolate_rng as isolate_rng
+    from samebits.determinism import seed_everything as seed_everything
+    from samebits.determinism import worker_init_fn as worker_init_fn
+    from samebits.diagnosis.run import doctor as doctor
+    from samebits.errors import SamebitsError as SamebitsError
+    from samebits.errors import UserError as UserError
+    from samebits.fingerprint import Fingerprint as Fingerprint
+    from samebits.golden.recorder import record as record
+    from samebits.golden.verifier import verify as verify
+    from samebits.linter.engine import lint as lint
+    from samebits.models import ModelInputs as ModelInputs
+    from samebits.models import load_model as load_model
+    from samebits.runtime.bench import bench as bench
+    from samebits.runtime.predictor import Predictor as Predictor
+    from samebits.tensors import compare as compare
+    from samebits.tensors import digest as digest
+    from samebits.tensors import digest_tree as digest_tree
+    from samebits.tensors import flatten as flatten
+    from samebits.tensors import register_node as register_node
+    from samebits.tensors import tolerances_for as tolerances_for
 
 _EXPORTS = {
     "deterministic": "samebits.determinism",
@@ -26,12 +55,12 @@ _EXPORTS = {
     "tolerances_for": "samebits.tensors",
     "load_model": "samebits.models",
     "ModelInputs": "samebits.models",
-    "record": "samebits.golden",
-    "verify": "samebits.golden",
-    "Predictor": "samebits.runtime",
-    "check": "samebits.checker",
-    "lint": "samebits.linter",
-    "doctor": "samebits.diagnosis",
+    "record": "samebits.golden.recorder",
+    "verify": "samebits.golden.verifier",
+    "Predictor": "samebits.runtime.predictor",
+    "check": "samebits.checker.run",
+    "lint": "samebits.linter.engine",
+    "doctor": "samebits.diagnosis.run",
     "bench": "samebits.runtime.bench",
     "UserError": "samebits.errors",
     "SamebitsError": "samebits.errors",

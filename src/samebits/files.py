@@ -29,7 +29,7 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def atomic_write(path: Path, write: Callable[[Path], None], *, overwrite: bool = True) -> None:
+def atomic_write(path: Path, write: Callable[[Path], object], *, overwrite: bool = True) -> None:
     """``write(tmp)`` fills a temporary file in ``path``'s folder, which then becomes ``path`` in
     one step: a reader sees the old file or the new one, never half of one. Without
     ``overwrite``, an existing ``path`` raises ``FileExistsError`` and is left untouched (a hard

@@ -18,6 +18,7 @@ output differs in that step's forward and gets a cause measured by controlled re
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from typing import Any
 
@@ -327,7 +328,8 @@ def check_generation(
                 agree = "; generations repeated in this process agree" if repeats else ""
                 causes.append(process_cause(f"at prompt {prompt}, step {step}, in a fresh interpreter{agree}"))
             continue
-        site = Site(axis, prompt, step, (lambda i=prompt: generate([prompts[i]]), 1, 0), one[axis](prompt))
+        alone = functools.partial(generate, [prompts[prompt]])
+        site = Site(axis, prompt, step, (alone, 1, 0), one[axis](prompt))
         note = _localise(generate.model, site)
         if first:
             first.module = None if site.module is None else site.label

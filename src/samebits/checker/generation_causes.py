@@ -186,12 +186,13 @@ def rerun_module(
     """Re-run the site's module alone: on the reference run's call inputs and on the other run's
     (or, with ``condition``, on the reference's inputs again under that condition: one thread,
     the other attention implementation, nothing changed for a repeat)."""
-    module = None if site.module is None else dict(model.named_modules()).get(site.module)
-    if module is None:
+    name = site.module
+    module = None if name is None else dict(model.named_modules()).get(name)
+    if name is None or module is None:
         return ModuleRerun(None)
     (run_a, n_a, row_a), (run_b, n_b, row_b) = site.reference, site.other
-    ref = captured_call(model, run_a, site.module, site.call)
-    other = ref if condition is not None else captured_call(model, run_b, site.module, site.call)
+    ref = captured_call(model, run_a, name, site.call)
+    other = ref if condition is not None else captured_call(model, run_b, name, site.call)
     if ref is None or other is None:
         return ModuleRerun(None)
     try:
@@ -249,7 +250,7 @@ def _row_counts(
             return
     result.rows = (count_a, count_b)
     result.classes = format_groups(list(groups.values()), sizes)
-    if again and all(y is not None for y in again):
+    if again and again[0] is not None and again[1] is not None:
         result.copies_reproduce = torch.equal(again[0].reshape(a[0].shape), a[0]) and torch.equal(
             again[1].reshape(b[0].shape), b[0]
         )

@@ -178,7 +178,7 @@ def check_command(
 
 def _check_generation(
     console, model, input_file, input_shape, dtype, int_range, seed, n, axes, json_path, html_path, sample
-):  # type: ignore[no-untyped-def]
+):
     from samebits.checker.generation import AXES, check_generation
 
     loaded, inputs, _ = opts.load_target(model, input_file, input_shape, dtype, int_range, seed)
@@ -210,7 +210,7 @@ def _check_generation(
     raise typer.Exit(report.exit_code)
 
 
-def inputs_of(loaded, inputs):  # type: ignore[no-untyped-def]
+def inputs_of(loaded, inputs):
     """The inputs the check ran on: those given, else the spec's own example."""
     from samebits.models.target import inputs_for
 

@@ -56,7 +56,7 @@ def load_target(
     from samebits.models.inputs import parse_dtype
 
     parsed = [parse_dtype(d) for d in dtypes or []]
-    model_dtype = dtypes[0] if len(parsed) == 1 and parsed[0].is_floating_point else None
+    model_dtype = dtypes[0] if dtypes and len(parsed) == 1 and parsed[0].is_floating_point else None
     loaded = load_model(model)
     inputs = resolve_inputs(loaded, input_file, shapes, dtypes if shapes else None, int_range, seed)
     return loaded, inputs, model_dtype

@@ -19,7 +19,7 @@ import torch
 
 from samebits.determinism.switches import Switch, is_missing, read_switch
 
-B = torch.backends
+B: Any = torch.backends  # the holders differ between torch versions: feature-detected below
 
 # (name, owner) of each fp32_precision holder, parents before children (a parent's setter
 # propagates to its children, so restoring parents first and leaves last is exact).

@@ -130,10 +130,10 @@ def lint_source(
 
 def lint(paths: Iterable[str | os.PathLike[str]], config: LintConfig | None = None) -> LintResult:
     """Lint every Python file under ``paths``. Nothing is imported or run."""
-    paths = [Path(p) for p in paths]
-    start = paths[0] if paths and paths[0].is_dir() else (paths[0].parent if paths else Path.cwd())
+    given = [Path(p) for p in paths]
+    start = given[0] if given and given[0].is_dir() else (given[0].parent if given else Path.cwd())
     config = config or load_config(start.resolve())
-    files, skipped = discover(paths, config)
+    files, skipped = discover(given, config)
     findings: list[Finding] = []
     errors: list[tuple[str, str]] = []
     for path in files:

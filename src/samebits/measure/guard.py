@@ -48,7 +48,7 @@ def training_modules(model: Any) -> list[tuple[str, str]]:
     return [
         (name or "<model>", type(m).__name__)
         for name, m in model.named_modules()
-        if m.training and (isinstance(m, TRAINING_SENSITIVE) or _forward_reads_training(type(m)))
+        if m.training and (isinstance(m, TRAINING_SENSITIVE) or _forward_reads_training(m.__class__))
     ]
 
 

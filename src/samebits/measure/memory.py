@@ -105,6 +105,6 @@ def peak_of(run: Any, device: str = "cpu") -> float:
         run()
         return (torch.cuda.max_memory_allocated() - before) / 2**20
     reset_peak()
-    before = rss_mb()
+    rss = rss_mb()
     run()
-    return max(0.0, peak_mb() - before)
+    return max(0.0, peak_mb() - rss)

@@ -53,12 +53,13 @@ def op_digests(
                 ops.append((name, cache.tree(out, rows)))
             return out
 
-    state = {"count": 0, "mode": None}
+    state: dict[str, Any] = {"count": 0, "mode": None}
 
     def pre(mod: nn.Module, args: Any) -> None:
         if state["count"] == call and state["mode"] is None:
-            state["mode"] = Recorder()
-            state["mode"].__enter__()
+            mode = Recorder()
+            mode.__enter__()
+            state["mode"] = mode
 
     def post(mod: nn.Module, args: Any, output: Any) -> None:
         if state["count"] == call and state["mode"] is not None:

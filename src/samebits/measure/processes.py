@@ -242,4 +242,4 @@ class ChildRunner:
                 key, _, path = name.partition("|")
                 kept.setdefault(key, {})[path] = t
         ops = [tuple(op) for op in data["ops"]] if data.get("ops") else None
-        return ChildResult(job.label, Trace.from_dict(data["trace"]), None, elapsed, kept, data.get("threads"), ops)  # type: ignore[arg-type]
+        return ChildResult(job.label, Trace.from_dict(data["trace"]), None, elapsed, kept, data.get("threads"), ops)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -57,7 +57,12 @@ class Trace:
         return cls(dict(data["outputs"]), modules, data.get("algorithm", "sha256"))
 
 
-def rows_of(obj: Any, rows: Any) -> Any:
+# Which part of an output to digest: everything (None), row i of tensors whose leading dim is n
+# ((n, i)), or a custom selection applied to the whole output.
+Rows = tuple[int, int] | Callable[[Any], Any] | None
+
+
+def rows_of(obj: Any, rows: Rows) -> Any:
     """With ``rows=(n, i)``: every tensor whose leading dim is ``n`` replaced by its row ``i``
     (kept 1-long); a callable ``rows`` is applied to ``obj`` as it is (a custom selection)."""
     if rows is None:
@@ -97,7 +102,7 @@ class DigestCache:
         self._seen[id(leaf)] = (weakref.ref(leaf), leaf._version, value)
         return value
 
-    def tree(self, obj: Any, rows: tuple[int, int] | None) -> str:
+    def tree(self, obj: Any, rows: Rows) -> str:
         """One digest over every leaf of ``obj`` (its rows only, with ``rows``)."""
         if rows is None and isinstance(obj, torch.Tensor):
             return self.digest(obj)
@@ -119,7 +124,7 @@ KEEP_BUDGET_BYTES = 256 * 2**20
 @contextlib.contextmanager
 def module_hooks(
     model: Any,
-    rows: tuple[int, int] | None = None,
+    rows: Rows = None,
     keep: set[str] | None = None,
     algorithm: Algorithm = RUN_DIGEST,
 ) -> Iterator[tuple[list[ModuleCall], dict[str, Any]]]:
@@ -176,7 +181,7 @@ def _detach(obj: Any) -> Any:
 def traced_forward(
     model: Any,
     inputs: ModelInputs,
-    rows: tuple[int, int] | None = None,
+    rows: Rows = None,
     keep: set[str] | None = None,
     algorithm: Algorithm = RUN_DIGEST,
 ) -> tuple[Any, Trace, dict[str, Any]]:

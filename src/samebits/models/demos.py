@@ -128,7 +128,7 @@ def cnn() -> tuple[nn.Module, Any]:
     """Two conv+BatchNorm stages and a linear head; input (4, 3, 32, 32)."""
     model = CNN()
     for m in model.modules():  # non-trivial running statistics, as after training
-        if isinstance(m, nn.BatchNorm2d):
+        if isinstance(m, nn.BatchNorm2d) and m.running_mean is not None and m.running_var is not None:
             m.running_mean.uniform_(-0.5, 0.5)
             m.running_var.uniform_(0.5, 1.5)
     return model, torch.randn(4, 3, 32, 32)

@@ -85,9 +85,9 @@ def load_image(path: Any, prep: ImagePrep) -> torch.Tensor:
         raise BadInput(
             f"does not decode as an image ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})"
         ) from None
-    array = np.asarray(rgb, dtype=np.float32) / np.float32(255)
-    array = (array - np.asarray(prep.mean, dtype=np.float32)) / np.asarray(prep.std, dtype=np.float32)
-    return torch.from_numpy(np.ascontiguousarray(array.transpose(2, 0, 1)))
+    scaled = np.asarray(rgb, dtype=np.float32) / np.float32(255)
+    normalised = (scaled - np.asarray(prep.mean, dtype=np.float32)) / np.asarray(prep.std, dtype=np.float32)
+    return torch.from_numpy(np.ascontiguousarray(normalised.transpose(2, 0, 1)))
 
 
 class ImageSource(Source):

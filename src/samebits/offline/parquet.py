@@ -91,7 +91,7 @@ def _null_rows(array: Any) -> np.ndarray:
     mask = np.asarray(array.is_null().to_numpy(zero_copy_only=False), dtype=bool)
     kind = array.type
     if isinstance(kind, pa.ExtensionType):
-        return mask | _null_rows(array.storage)
+        return np.asarray(mask | _null_rows(array.storage), dtype=bool)
     if pa.types.is_fixed_size_list(kind) or pa.types.is_list(kind) or pa.types.is_large_list(kind):
         values = array.flatten()  # the values of the non-null lists, in row order
         inner = _null_rows(values)
@@ -143,17 +143,15 @@ class ParquetSource(Source):
         columns: dict[str, np.ndarray | list[Any]] = {}
         for name, col in self.inputs:
             array = table.column(col).combine_chunks()
-            for r in np.flatnonzero(_null_rows(array)):
-                bad.setdefault(a + int(r), f"column '{col}' is null or holds a null")
+            for null in np.flatnonzero(_null_rows(array)).tolist():
+                bad.setdefault(a + null, f"column '{col}' is null or holds a null")
             expected = wanted.get(name)
             try:
-                values = _to_numpy(array)
-                if expected is not None and values.shape[1:] != expected:
-                    reason = (
-                        f"column '{col}' has shape {list(values.shape[1:])}; the first sample's is {list(expected)}"
-                    )
+                whole = _to_numpy(array)
+                if expected is not None and whole.shape[1:] != expected:
+                    reason = f"column '{col}' has shape {list(whole.shape[1:])}; the first sample's is {list(expected)}"
                     bad.update({a + r: reason for r in range(b - a) if a + r not in bad})
-                columns[name] = values
+                columns[name] = whole
             except _Ragged:  # lists of unequal length: row by row
                 rows = [None if v is None else np.asarray(v) for v in array.to_pylist()]
                 if expected is None:
@@ -169,10 +167,10 @@ class ParquetSource(Source):
         for name, _ in self.inputs:
             values = columns[name]
             if isinstance(values, list):
-                values = np.stack([values[r] for r in good])
-            elif len(good) < b - a:
-                values = values[good]
-            tensors.append(as_tensor(values))
+                picked = np.stack([values[r] for r in good])
+            else:
+                picked = values[good] if len(good) < b - a else values
+            tensors.append(as_tensor(picked))
         args = tuple(tensors[: self._positional])
         kwargs = {
             name.removeprefix("input "): t for (name, _), t in list(zip(self.inputs, tensors))[self._positional :]

@@ -160,7 +160,7 @@ def run_on_ray(job: dict[str, Any], todo: list[int], done: Any, actors: int, num
     started_here = not ray.is_initialized()
     if started_here:
         ray.init(include_dashboard=False, log_to_driver=False)
-    remote = ray.remote(num_cpus=num_cpus_per_actor)(_ShardActor)
+    remote: Any = ray.remote(num_cpus=num_cpus_per_actor)(_ShardActor)
     handles = [remote.remote(job) for _ in range(actors)]
     try:
         for entry in ActorPool(handles).map_unordered(lambda actor, i: actor.shard.remote(i), todo):

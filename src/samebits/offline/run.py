@@ -129,7 +129,7 @@ def header_of(
     shard_size: int,
     files: list[InputFile],
     dataset: Dataset,
-    threads: dict,
+    threads: dict[str, Any],
 ) -> dict[str, Any]:
     from samebits.fingerprint.diff import bit_relevant_digest
     from samebits.offline.workers import compared_threads

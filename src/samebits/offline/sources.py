@@ -111,7 +111,7 @@ def describe(shapes: Shapes) -> str:
 
 
 def _rows_in(shapes: list[Any]) -> int:
-    sizes = {s[0] for s in shapes if len(s) > 0}
+    sizes = {int(s[0]) for s in shapes if len(s) > 0}
     if len(sizes) != 1 or any(len(s) == 0 for s in shapes):
         raise BadInput("every tensor must have the same number of samples along dim 0")
     return sizes.pop()
@@ -121,7 +121,8 @@ class TensorFile(Source):
     """``.npy``, ``.safetensors`` or ``.pt``: a batch along dim 0."""
 
     def __init__(self, file: InputFile) -> None:
-        self.file, self._held = file, None
+        self.file = file
+        self._held: dict[str, torch.Tensor] | None = None
         path, suffix = file.path, file.path.suffix.lower()
         if suffix == ".npy":
             with open(path, "rb") as f:
@@ -141,7 +142,7 @@ class TensorFile(Source):
 
     def _load(self) -> dict[str, torch.Tensor]:
         if self._held is None:
-            data = torch.load(self.file.path, map_location="cpu", weights_only=True)
+            data: Any = torch.load(self.file.path, map_location="cpu", weights_only=True)
             if isinstance(data, torch.Tensor):
                 data = {"": data}
             if not (isinstance(data, dict) and data and all(isinstance(v, torch.Tensor) for v in data.values())):

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
+from typing import Any
 
 
 def main() -> None:
@@ -15,7 +17,7 @@ def main() -> None:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
 
-    def send(message: dict) -> None:
+    def send(message: dict[str, Any]) -> None:
         protocol.write(json.dumps(message) + "\n")
         protocol.flush()
 
@@ -30,7 +32,7 @@ def main() -> None:
         send({"error": f"internal error in a predict worker: {first_line(exc, with_type=True)}", "internal": True})
 
 
-def _serve(job: dict, send) -> None:  # type: ignore[no-untyped-def]
+def _serve(job: dict[str, Any], send: Callable[[dict[str, Any]], None]) -> None:
     from samebits.offline.workers import ShardWorker
 
     with ShardWorker(job) as worker:

@@ -10,6 +10,7 @@ mixed: it runs every size or none."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import statistics
 import time
@@ -136,7 +137,9 @@ def time_sizes(members: Mapping[str, Predictor], budget: float) -> dict[str, dic
     for size in sizes:
         here = {name: m for name, m in members.items() if size in sizes_of(m)}
         batch = next(iter(here.values())).example_at(size)
-        fns: dict[str, Callable[[], object]] = {name: (lambda m=m: m.run_at(batch, size)) for name, m in here.items()}
+        fns: dict[str, Callable[[], object]] = {
+            name: functools.partial(m.run_at, batch, size) for name, m in here.items()
+        }
         for name, values in interleaved_times(fns, rounds=60, budget=budget / len(sizes)).items():
             out[name][size] = statistics.median(values)
     return out

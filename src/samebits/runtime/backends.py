@@ -230,9 +230,11 @@ def _compiled(model: Any, example: ModelInputs, folder: Path) -> Built:
     compiled = torch.compile(model, dynamic=False)
     try:
         from torch._inductor.runtime.cache_dir_utils import temporary_cache_dir
+
+        cache_dir: contextlib.AbstractContextManager[Any] = temporary_cache_dir(str(cache))
     except ImportError:  # private API: without it the compile cache stays where torch puts it
-        temporary_cache_dir = None
-    with temporary_cache_dir(str(cache)) if temporary_cache_dir else contextlib.nullcontext(), torch.inference_mode():
+        cache_dir = contextlib.nullcontext()
+    with cache_dir, torch.inference_mode():
         compiled(*example.args, **example.kwargs)
     return Built(compiled, cache)
 

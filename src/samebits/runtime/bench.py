@@ -4,6 +4,7 @@ invariant and not, measured side by side in one run."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import statistics
 import time
 from collections.abc import Callable
@@ -154,7 +155,7 @@ def bench(
                 return batch.call(model)
 
         fns: dict[str, Callable[[], Any]] = {"eager": eager}
-        fns.update({name: (lambda p=p: p.predict(batch)) for name, p in predictors.items()})
+        fns.update({name: functools.partial(p.predict, batch) for name, p in predictors.items()})
         times = interleaved_times(fns, rounds, budget)
         for name, fn in fns.items():
             out = fn()
@@ -251,7 +252,7 @@ def peak_task(
     else:
         p = Predictor(
             model,
-            backend=backend,
+            backend=backend or "eager",
             invariant=invariant,
             example_inputs=inputs,
             deterministic=False,

@@ -169,7 +169,7 @@ class ArtifactCache:
                 lambda tmp: tmp.write_text(json.dumps({"version": 1, "entries": entries}, indent=1, sort_keys=True)),
             )
 
-    def _write(self, name: str, write: Callable[[Path], None]) -> None:
+    def _write(self, name: str, write: Callable[[Path], object]) -> None:
         atomic_write(self.folder / name, write)
 
     def _valid(self, name: str) -> bool:
@@ -179,7 +179,7 @@ class ArtifactCache:
         return entry.get("sha256") is None or entry["sha256"] == _sha256(self.folder / name)
 
     def build_once(
-        self, name: str, build: Callable[[Path], None], *, kind: str = "artifact", code: bool = False
+        self, name: str, build: Callable[[Path], object], *, kind: str = "artifact", code: bool = False
     ) -> bool:
         """Make entry ``name`` exist and match the digest recorded when it was built: if it
         does not (missing, corrupt, planted), ``build(tmp)`` writes a temporary file that is
@@ -263,6 +263,6 @@ class ArtifactCache:
         return count
 
 
-def build_once(path: Path, build: Callable[[Path], None], *, code: bool = False) -> bool:
+def build_once(path: Path, build: Callable[[Path], object], *, code: bool = False) -> bool:
     """:meth:`ArtifactCache.build_once` for ``path`` in its folder."""
     return ArtifactCache(path.parent).build_once(path.name, build, code=code)

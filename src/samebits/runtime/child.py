@@ -11,7 +11,7 @@ from samebits.measure import child
 ENTRY = "samebits.runtime.child"  # what ChildRunner(entry=...) runs for jobs that need the runtime
 
 
-def _wrap(model: Any, inputs: Any, job: dict) -> Any:
+def _wrap(model: Any, inputs: Any, job: dict[str, Any]) -> Any:
     if not job.get("runtime"):
         return model
     from samebits.runtime.predictor import runtime_model
@@ -19,7 +19,7 @@ def _wrap(model: Any, inputs: Any, job: dict) -> Any:
     return runtime_model(model, inputs, job["runtime"])
 
 
-def _peak(model: Any, inputs: Any, job: dict) -> dict:
+def _peak(model: Any, inputs: Any, job: dict[str, Any]) -> dict[str, Any]:
     from samebits.runtime.bench import peak_task
 
     return {"data": peak_task(model, inputs, **job["params"])}

@@ -4,6 +4,7 @@ position and neighbours; and the plan that runs a batch only at verified sizes."
 from __future__ import annotations
 
 import dataclasses
+import functools
 import statistics
 from collections.abc import Callable
 from typing import Any
@@ -134,7 +135,7 @@ def bits_against(reference: Any, ours: Any, size: int | None) -> Difference:
 def time_forwards(forward_at: Callable[[int], Any], sizes: list[int], budget: float) -> dict[int, float]:
     """Median seconds of one forward at each size, the sizes timed in interleaved rounds (a
     warm-up call each first) within ``budget`` seconds."""
-    fns = {str(size): (lambda size=size: forward_at(size)) for size in sorted(set(sizes))}
+    fns: dict[str, Callable[[], object]] = {str(s): functools.partial(forward_at, s) for s in sorted(set(sizes))}
     return {int(size): statistics.median(t) for size, t in interleaved_times(fns, rounds=15, budget=budget).items()}
 
 

@@ -41,7 +41,7 @@ from samebits.tensors import tree
 
 if TYPE_CHECKING:
     from samebits.runtime.auto import AutoPlan
-    from samebits.runtime.generate import Generation
+    from samebits.runtime.generate import Generation, TileGenerator
 
 DEFAULT_MAX_BATCH = 256
 
@@ -110,8 +110,8 @@ class Predictor:
         self.device, self.backend, self.seed, self.dtype = device, backend, seed, dtype
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self._lock = threading.RLock()
-        self._generators: dict[tuple[int, int, str | None], Any] = {}
-        self._release: weakref.finalize | None = None
+        self._generators: dict[tuple[int, int, str | None], TileGenerator] = {}
+        self._release: weakref.finalize[[], Predictor] | None = None
         if deterministic:
             acquire_profile(seed, device)
             self._release = weakref.finalize(self, release_profile)  # also when collected unclosed
@@ -369,7 +369,7 @@ class Predictor:
         invariant=False runs, takes the choice at the next measured size up)."""
         assert self.auto is not None
         by_size = self.auto.backend_by_size
-        if size in by_size:
+        if size is not None and size in by_size:
             return by_size[size]
         above = [s for s in by_size if size is None or s >= size]
         return by_size[min(above)] if above else by_size[max(by_size)]

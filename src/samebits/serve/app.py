@@ -160,7 +160,7 @@ async def answer(
         if offset != len(binary):
             raise ProtocolError(f"{len(binary) - offset} binary bytes follow the last binary input")
         _rows_of(tensors, signature)
-        length = None
+        length = 0
         if signature.buckets is not None:
             try:
                 length = signature.buckets.length_of(tensors)

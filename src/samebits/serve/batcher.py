@@ -15,12 +15,13 @@ import concurrent.futures
 import dataclasses
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from samebits.errors import first_line
 from samebits.measure.batching import batch_size_of, concat_batches, output_rows
 from samebits.models.inputs import ModelInputs
+from samebits.runtime.plan import Restartable
 from samebits.serve.options import ServeOptions
 
 
@@ -65,8 +66,8 @@ class Batcher:
         timeout_s: float = 30.0,
         forward_timeout_s: float = 60.0,
         on_batch: Callable[[int, float], None] | None = None,
-        worker: Any = None,
-        key: Callable[[ModelInputs], Any] | None = None,
+        worker: Restartable | None = None,
+        key: Callable[[ModelInputs], Hashable] | None = None,
     ) -> None:
         self.predict = predict
         self.key = key  # requests are batched only with the same key (a padded length)
@@ -92,8 +93,8 @@ class Batcher:
         predict: Callable[[ModelInputs], Any],
         options: ServeOptions,
         on_batch: Callable[[int, float], None] | None = None,
-        worker: Any = None,
-        key: Callable[[ModelInputs], Any] | None = None,
+        worker: Restartable | None = None,
+        key: Callable[[ModelInputs], Hashable] | None = None,
     ) -> Batcher:
         """A batcher with the limits of ``options`` (``samebits serve``'s flags)."""
         return cls(

@@ -125,6 +125,8 @@ class IsolatedPredictor:
         return answer["ready"]  # type: ignore[no-any-return]
 
     def _tail(self) -> str:
+        if self._stderr is None:
+            return "no output"
         self._stderr.seek(0)
         lines = self._stderr.read().decode(errors="replace").strip().splitlines()
         return lines[-1] if lines else "no output"
@@ -177,7 +179,8 @@ class IsolatedPredictor:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-        self._stderr.close()
+        if self._stderr is not None:
+            self._stderr.close()
 
     def __enter__(self) -> IsolatedPredictor:
         return self

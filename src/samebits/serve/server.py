@@ -10,7 +10,7 @@ import dataclasses
 import gc
 import re
 import signal
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from samebits.errors import UserError
@@ -162,14 +162,14 @@ def build(
     return app, one.runner, one.signature
 
 
-def serve(app: Any, options: ServeOptions = ServeOptions(), on_ready: Callable[[int], None] | None = None) -> None:
+def serve(app: FastAPI, options: ServeOptions = ServeOptions(), on_ready: Callable[[int], None] | None = None) -> None:
     """Serve ``app`` until SIGTERM or SIGINT, then drain and return. ``on_ready(port)`` is called
     once the port is open (the bound port, also for ``port=0``)."""
     import uvicorn
 
     class Server(uvicorn.Server):
         @contextlib.contextmanager
-        def capture_signals(self):  # type: ignore[override]
+        def capture_signals(self) -> Iterator[None]:
             yield  # samebits installs its own handlers below
 
         async def startup(self, sockets: Any = None) -> None:

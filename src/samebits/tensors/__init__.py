@@ -2,7 +2,7 @@
 
 from samebits.tensors.compare import Comparison, compare, compare_trees, tolerances_for
 from samebits.tensors.digest import digest, digest_tree
-from samebits.tensors.tree import flatten
+from samebits.tensors.tree import flatten, register_node
 
 __all__ = [
     "Comparison",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Iterable
 from typing import Any, Literal, NamedTuple
@@ -220,15 +221,19 @@ def compare_tensors(
 ) -> Comparison:
     """Compare two tensors element by element; NaN against NaN at the same place counts as equal."""
     a, b = a.detach().cpu(), b.detach().cpu()
-    base = dict(
-        path=path, dtype=str(a.dtype).removeprefix("torch."), shape=list(a.shape), numel=a.numel(), atol=atol, rtol=rtol
+    made = functools.partial(
+        Comparison,
+        path=path,
+        dtype=str(a.dtype).removeprefix("torch."),
+        shape=list(a.shape),
+        numel=a.numel(),
+        atol=atol,
+        rtol=rtol,
     )
     if a.shape != b.shape:
-        return Comparison(
-            verdict="diverged", reason=f"Shapes do not match: {tuple(a.shape)} != {tuple(b.shape)}", **base
-        )
+        return made(verdict="diverged", reason=f"Shapes do not match: {tuple(a.shape)} != {tuple(b.shape)}")
     if a.dtype != b.dtype:
-        return Comparison(verdict="diverged", reason=f"Dtypes do not match: {a.dtype} != {b.dtype}", **base)
+        return made(verdict="diverged", reason=f"Dtypes do not match: {a.dtype} != {b.dtype}")
     if a.is_complex():
         a, b = torch.view_as_real(a.resolve_conj()), torch.view_as_real(b.resolve_conj())
     if a.dtype == torch.bool:
@@ -236,7 +241,7 @@ def compare_tensors(
     same_bits = _same_bits(a, b)
     differing = int((~same_bits).sum())
     if differing == 0:
-        return Comparison(verdict="identical", **base)
+        return made(verdict="identical")
     af, bf = a.to(torch.float64), b.to(torch.float64)
     both_nan = torch.isnan(af) & torch.isnan(bf)
     abs_diff = torch.where(both_nan, torch.zeros_like(af), (af - bf).abs())
@@ -246,7 +251,7 @@ def compare_tensors(
     allowed = atol + rtol * bf.abs()
     outside = ~same_bits & ~(abs_diff <= allowed)
     mismatched = int(outside.sum())
-    return Comparison(
+    return made(
         verdict="diverged" if mismatched else "close",
         differing=differing,
         mismatched=mismatched,
@@ -255,7 +260,6 @@ def compare_tensors(
         max_rel=float(rel_diff.nan_to_num(nan=0.0).max()),
         max_rel_index=_unravel(int(rel_diff.nan_to_num(nan=0.0).argmax()), a.shape),
         max_ulp=ulp_distance(a, b),
-        **base,
     )
 
 

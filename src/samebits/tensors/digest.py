@@ -78,13 +78,13 @@ def tensor_bytes(t: torch.Tensor) -> memoryview:
     ):  # the common case, in one pass less: a dense CPU float tensor seen through NumPy
         array = t.detach().numpy()
         if not math.isnan(array.max()):
-            return memoryview(array).cast("B")
+            return array.data.cast("B")
     c = _canonical(t)
     if not c.numel():
         return memoryview(b"")
     if c.dtype in _NUMPY_VIEWS:
-        return memoryview(c.numpy()).cast("B")
-    return memoryview(c.reshape(-1).view(torch.uint8).numpy())
+        return c.numpy().data.cast("B")
+    return c.reshape(-1).view(torch.uint8).numpy().data
 
 
 def digest(t: torch.Tensor, algorithm: Algorithm = FILE_DIGEST) -> str:

@@ -93,7 +93,11 @@ def register_node(
     """
     node = Node(cls.__qualname__, children, rebuild, row_dims, keeps_batch)
     _USER_RULES[:] = [(m, n) for m, n in _USER_RULES if n.name != node.name]
-    _USER_RULES.insert(0, (lambda obj, cls=cls: isinstance(obj, cls), node))
+
+    def matches(obj: Any, cls: type = cls) -> bool:
+        return isinstance(obj, cls)
+
+    _USER_RULES.insert(0, (matches, node))
 
 
 # -- the built-in rules ------------------------------------------------------------------------
@@ -267,8 +271,9 @@ def _pytree_node(obj: Any) -> Node | None:
         return None
 
     def children(o: Any) -> list[tuple[str, Any]]:
-        if getattr(entry, "flatten_with_keys_fn", None) is not None:
-            pairs, _ = entry.flatten_with_keys_fn(o)
+        with_keys = getattr(entry, "flatten_with_keys_fn", None)
+        if with_keys is not None:
+            pairs, _ = with_keys(o)
             return [(str(key), child) for key, child in pairs]
         kids, _ = entry.flatten_fn(o)
         return [(f"[{i}]", child) for i, child in enumerate(kids)]
@@ -290,9 +295,9 @@ def _is_numpy(obj: Any) -> bool:
 
 def node_of(obj: Any, path: str = "") -> Node:
     """The rule that walks ``obj`` (not a leaf); :class:`UnknownNode` when there is none."""
-    for match, node in (*_USER_RULES, *_RULES):
+    for match, rule in (*_USER_RULES, *_RULES):
         if match(obj):
-            return node
+            return rule
     node = _pytree_node(obj)
     if node is not None:
         return node

@@ -10,7 +10,7 @@ import time
 import torch
 
 from samebits.checker.context import CheckContext, keys_for, op_origin, origin_from
-from samebits.tensors.compare import worst_verdict
+from samebits.tensors.compare import Verdict, worst_verdict
 from samebits.checker.report import AxisResult, BatchDetails, Difference
 from samebits.measure.batching import batch_size_of, random_neighbour, stack_samples, take_sample
 from samebits.measure.invariance import format_groups, measure_batch_invariance
@@ -45,22 +45,25 @@ def batch_axis(ctx: CheckContext) -> AxisResult:
         return AxisResult(
             "batch", "skipped", reason=f"outputs cannot be split per sample: {exc}; pass --batch-dim or skip this axis"
         )
-    if measured.at(1).error:
-        return AxisResult("batch", "error", reason=measured.at(1).error)
+    failed = measured.at(1).error
+    if failed:
+        return AxisResult("batch", "error", reason=failed)
     alone = measured.at(1).rows[0]
     tried = [s.size for s in measured.measured]
     if len(tried) < 2:
         return AxisResult("batch", "error", reason="; ".join(measured.errors) or "no batch size could run")
-    worst, first_bad, verdict = None, None, "identical"
+    worst: Difference | None = None
+    first_bad: int | None = None
+    verdict: Verdict = "identical"
     for entry in measured.measured[1:]:
         for view in entry.rows.values():
-            result = ctx.compare(alone, view)
-            if result.identical:
+            compared = ctx.compare(alone, view)
+            if compared.identical:
                 continue
             first_bad = first_bad or entry.size
-            if worst is None or result.verdict == "diverged":
-                worst = Difference.from_comparison(result)
-            verdict = worst_verdict((verdict, result.verdict))
+            if worst is None or compared.verdict == "diverged":
+                worst = Difference.from_comparison(compared)
+            verdict = worst_verdict((verdict, compared.verdict))
     groups = measured.groups()
     agreed = sum(1 for s in measured.measured if s.key == measured.at(1).key)
     result = AxisResult("batch", verdict, len(tried), agreed, difference=worst)

@@ -9,7 +9,7 @@ import time
 
 from samebits.checker.axes.threads import skipped_single, thread_label, threads_summary
 from samebits.checker.context import CheckContext, keys_for, origin_from
-from samebits.tensors.compare import worst_verdict
+from samebits.tensors.compare import Verdict, worst_verdict
 from samebits.checker.report import AxisResult, ChildRun, ChildrenDetails, Difference, Rerun
 from samebits.runtime.child import ENTRY as RUNTIME_ENTRY
 from samebits.measure.child import OUTPUT_KEY
@@ -45,7 +45,9 @@ def _compare_children(ctx: CheckContext, axis: str, results: list[ChildResult]) 
     if errors and len(good) < 2:
         return AxisResult(axis, "error", len(results), reason="; ".join(f"{r.label}: {r.error}" for r in errors)), None
     ref = good[0]
-    agreed, verdict, worst, bad = 1, "identical", None, None
+    agreed, bad = 1, None
+    verdict: Verdict = "identical"
+    worst: Difference | None = None
     for other in good[1:]:
         if other.trace.outputs == ref.trace.outputs:  # type: ignore[union-attr]
             agreed += 1
@@ -179,8 +181,9 @@ class ChildAxes:
                     [ChildJob(f"PYTHONHASHSEED=0 #{i}", {"PYTHONHASHSEED": "0"}) for i in range(len(jobs))]
                 )
                 again, _ = _compare_children(ctx, name, fixed)
-                assert isinstance(self.results[name].details, ChildrenDetails)
-                self.results[name].details.fixed_hash_seed = Rerun(again.verdict, again.agreed, again.runs)
+                details = self.results[name].details
+                assert isinstance(details, ChildrenDetails)
+                details.fixed_hash_seed = Rerun(again.verdict, again.agreed, again.runs)
             if pair is not None:
                 ctx.progress(f"{name}: the two processes that differ, again with hooks")
                 _localize(ctx, runner, self.results[name], pair, jobs)

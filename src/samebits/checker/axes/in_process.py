@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from samebits.checker.context import CheckContext, keys_for, op_origin, origin_from
-from samebits.tensors.compare import worst_verdict
+from samebits.tensors.compare import Verdict, worst_verdict
 from samebits.checker.report import AxisResult, Difference, ModuleRef, RngUse, SeedDetails, StateDetails
 from samebits.determinism.rng import seed_rngs
 from samebits.measure.trace import first_divergence
@@ -21,10 +21,12 @@ from samebits.tensors.digest import digest
 
 def verdict_of(
     ctx: CheckContext, outputs: list[Any], traces: list[Any]
-) -> tuple[str, int, Difference | None, int | None]:
+) -> tuple[Verdict, int, Difference | None, int | None]:
     """Compare every run with the first: (verdict, runs that agree bit for bit, worst difference,
     index of the first run that differs)."""
-    agreed, worst, first_bad, verdict = 1, None, None, "identical"
+    agreed, first_bad = 1, None
+    worst: Difference | None = None
+    verdict: Verdict = "identical"
     for i in range(1, len(outputs)):
         if traces[i].outputs == traces[0].outputs:
             agreed += 1
@@ -135,7 +137,8 @@ def seed_axis(ctx: CheckContext) -> AxisResult:
     verdict, agreed, diff, bad = verdict_of(ctx, outputs, traces)
     result = AxisResult("seed", verdict, len(outputs), agreed, difference=diff)
     seed_rngs(ctx.options.seed)
-    rngs, modules = rngs_drawn(lambda: ctx.forward()), []
+    rngs = rngs_drawn(lambda: ctx.forward())
+    modules: list[tuple[str, str, list[str]]] = []
     if rngs:  # who draws: per-module hooks only for a forward that draws at all
         seed_rngs(ctx.options.seed)
         rngs, modules = rng_consumers(ctx.model, lambda: ctx.forward())
@@ -160,7 +163,7 @@ def seed_axis(ctx: CheckContext) -> AxisResult:
 def state_digests(model: Any) -> dict[str, str]:
     if not isinstance(model, nn.Module):
         return {}
-    tensors = dict(model.named_parameters())
+    tensors: dict[str, torch.Tensor] = dict(model.named_parameters())
     tensors.update(dict(model.named_buffers()))
     return {name: digest(t) for name, t in tensors.items()}
 

@@ -83,7 +83,7 @@ class FileContext:
         self.aliases = _aliases(self.nodes)
         self.module_classes = _module_classes(tree, self)
         self.calls = [n for n in self.nodes if isinstance(n, ast.Call)]
-        self.call_names = {self.dotted(c.func) for c in self.calls} - {None}
+        self.call_names: set[str] = {n for n in (self.dotted(c.func) for c in self.calls) if n is not None}
         self.not_variables = set(self.aliases) | {
             n.name for n in self.nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
         }

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from samebits.linter.checks.common import FileContext, Finding
 
 
-def env_writes(ctx: FileContext, var: str) -> Iterator[ast.AST]:
+def env_writes(ctx: FileContext, var: str) -> Iterator[ast.stmt | ast.expr]:
     """Nodes that set ``var`` in this process's environment."""
     for node in ctx.nodes:
         if isinstance(node, (ast.Assign, ast.AugAssign)):
@@ -70,7 +70,7 @@ def cublas_config_late(ctx: FileContext) -> Iterator[Finding]:
     writes = list(env_writes(ctx, "CUBLAS_WORKSPACE_CONFIG"))
     if not writes:
         return
-    uses = sorted(n.lineno for n in ctx.nodes if _cuda_use(ctx, n))
+    uses = sorted(getattr(n, "lineno", 0) for n in ctx.nodes if _cuda_use(ctx, n))
     for node in writes:
         earlier = [line for line in uses if line < node.lineno]
         if earlier:

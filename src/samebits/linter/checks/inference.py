@@ -293,7 +293,7 @@ def per_sample_loop(ctx: FileContext) -> Iterator[Finding]:
             continue  # inputs of varying size cannot simply be stacked
         loaders = _batch_of_one_loaders(ctx) if loaders is None else loaders
         base = arg.func.value if isinstance(arg, ast.Call) and isinstance(arg.func, ast.Attribute) else arg
-        if base is not None and ctx.name_of(base) in _one_sample_names(ctx, loop):
+        if arg is not None and base is not None and ctx.name_of(base) in _one_sample_names(ctx, loop):
             yield ctx.finding(
                 call,
                 "SB201",
@@ -324,9 +324,10 @@ def _carries_graph(ctx: FileContext, expr: ast.AST, tainted: set[str]) -> bool:
     name = ctx.name_of(expr)
     if name is not None:
         return name in tainted
-    if isinstance(expr, (ast.Call, ast.Attribute)) and isinstance(getattr(expr, "func", expr), ast.Attribute):
-        inner = expr.func.value if isinstance(expr, ast.Call) else expr.value
-        return _carries_graph(ctx, inner, tainted)
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+        return _carries_graph(ctx, expr.func.value, tainted)
+    if isinstance(expr, ast.Attribute):
+        return _carries_graph(ctx, expr.value, tainted)
     if isinstance(expr, (ast.BinOp, ast.Subscript)):
         parts = [expr.left, expr.right] if isinstance(expr, ast.BinOp) else [expr.value]
         return any(_carries_graph(ctx, p, tainted) for p in parts)
@@ -344,9 +345,9 @@ def _propagates(ctx: FileContext, call: ast.Call) -> bool:
 
 def outputs_kept_with_grad(ctx: FileContext) -> Iterator[Finding]:
     tainted: set[str] = set()
-    for node in sorted((n for n in ctx.nodes if isinstance(n, ast.Assign)), key=lambda n: n.lineno):
-        if not ctx.under_no_grad(node) and _carries_graph(ctx, node.value, tainted):
-            tainted.update(n for n in (ctx.name_of(t) for t in node.targets) if n)
+    for assign in sorted((n for n in ctx.nodes if isinstance(n, ast.Assign)), key=lambda n: n.lineno):
+        if not ctx.under_no_grad(assign) and _carries_graph(ctx, assign.value, tainted):
+            tainted.update(n for n in (ctx.name_of(t) for t in assign.targets) if n)
     safe = GradFree.of(ctx)
     for node in ctx.nodes:
         kept: ast.AST | None = None

@@ -316,7 +316,7 @@ class Models:
 
     def _returned(self, call: ast.Call) -> list[Source | None] | None:
         func = call.func
-        target = None
+        target: ast.AST | None = None
         if isinstance(func, ast.Name):
             target = self.functions.get(func.id)
         elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
@@ -424,7 +424,7 @@ class Models:
     def starts_in_training(self, node: ast.AST) -> bool:
         key = self.key(node)
         found = self.sources.get(key) if key else None
-        return bool(found) and any(s.train for s in found)
+        return found is not None and any(s.train for s in found)
 
     def unevaluated_calls(self) -> list[tuple[ast.Call, str]]:
         """SB107: model calls reached on some path without ``.eval()``, first per model."""
@@ -480,7 +480,7 @@ class Flow:
             return state
         if isinstance(stmt, ast.If):
             self.expression(stmt.test, state)
-            ends = [self.block(stmt.body, set(state)), self.block(stmt.orelse, set(state))]
+            ends: list[set[Key] | None] = [self.block(stmt.body, set(state)), self.block(stmt.orelse, set(state))]
             going = [s for s in ends if s is not None]
             return set.intersection(*going) if going else None
         if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
@@ -493,10 +493,10 @@ class Flow:
                 self.expression(item.context_expr, state)
             return self.block(stmt.body, state)
         if isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
-            after = self.block(stmt.body, set(state))  # type: ignore[attr-defined]
-            ends = [after] + [self.block(h.body, set(state)) for h in stmt.handlers]  # type: ignore[attr-defined]
+            tried = self.block(stmt.body, set(state))  # type: ignore[attr-defined]
+            ends = [tried] + [self.block(h.body, set(state)) for h in stmt.handlers]  # type: ignore[attr-defined]
             going = [s for s in ends if s is not None]
-            merged = set.intersection(*going) if going else None
+            merged: set[Key] | None = set.intersection(*going) if going else None
             if stmt.finalbody and merged is not None:  # type: ignore[attr-defined]
                 merged = self.block(stmt.finalbody, merged)  # type: ignore[attr-defined]
             return merged

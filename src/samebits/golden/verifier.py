@@ -13,7 +13,7 @@ from samebits.golden.format import SCHEMA_VERSION, Golden, read_golden
 from samebits.fingerprint import bit_relevant_changes
 from samebits.golden.policy import choose_policy
 from samebits.models.spec import is_data_only_spec
-from samebits.golden.record import run_profiled, spec_resolved_from, through_runtime
+from samebits.golden.recorder import run_profiled, spec_resolved_from, through_runtime
 from samebits.models import LoadedModel, load_model
 from samebits.models.target import as_loaded
 from samebits.measure.trace import ModuleCall, Trace, first_divergence
