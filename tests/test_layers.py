@@ -64,3 +64,12 @@ def test_the_layer_order_is_the_one_in_the_architecture_doc():
     doc = (SRC.parent.parent / "docs" / "architecture.md").read_text()
     order = " > ".join(", ".join(sorted(layer)) for layer in LAYERS)
     assert f"`{order}`" in doc
+
+
+def test_processes_are_started_in_one_module():
+    """The child-process layer (own process group, death signal, stderr tail, registry of live
+    children) is measure/spawn.py; `samebits run` replaces itself with os.exec instead."""
+    starting = sorted(
+        str(p.relative_to(SRC)) for p in SRC.rglob("*.py") if "Popen(" in p.read_text() or "os.fork(" in p.read_text()
+    )
+    assert starting == ["measure/spawn.py"]

@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import dataclasses
 import json
 import os
 import shutil
-import signal
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -21,31 +16,8 @@ from torch import nn
 
 from samebits import deadline
 from samebits.models.inputs import ModelInputs
+from samebits.measure.spawn import Child
 from samebits.measure.trace import Trace
-
-_LIVE: set[subprocess.Popen[bytes]] = set()  # children still running, killed if the parent stops
-
-
-def kill_children() -> None:
-    """Kill every child still running, with its whole process group."""
-    for proc in list(_LIVE):
-        with contextlib.suppress(OSError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        with contextlib.suppress(Exception):
-            proc.wait(timeout=5)
-        _LIVE.discard(proc)
-
-
-def die_with_parent() -> None:  # runs in the child between fork and exec
-    """Linux: the child gets SIGKILL when the parent dies, however it dies (PR_SET_PDEATHSIG)."""
-    with contextlib.suppress(Exception):
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
-
-
-atexit.register(kill_children)
-deadline.on_fire(kill_children)
 
 
 @dataclasses.dataclass
@@ -93,7 +65,7 @@ class Pending:
 
     queue: list[tuple[int, ChildJob]]
     parallel: int
-    running: list[tuple[int, ChildJob, subprocess.Popen[bytes], float, Path]] = dataclasses.field(default_factory=list)
+    running: list[tuple[int, ChildJob, Child, float, Path]] = dataclasses.field(default_factory=list)
     results: dict[int, ChildResult] = dataclasses.field(default_factory=dict)
 
 
@@ -171,26 +143,23 @@ class ChildRunner:
                     self._fill(pending)
                     time.sleep(0.02)
                     for entry in list(pending.running):
-                        i, job, proc, started, out = entry
+                        i, job, child, started, out = entry
                         elapsed = time.monotonic() - started
-                        if proc.poll() is None and elapsed < self.timeout:
+                        if child.running and elapsed < self.timeout:
                             continue
                         pending.running.remove(entry)
-                        pending.results[i] = self._collect(job, proc, elapsed, out)
+                        pending.results[i] = self._collect(job, child, elapsed, out)
             finally:
                 self.kill(pending)
         return [pending.results[i] for i in range(len(pending.results))]
 
     @staticmethod
     def kill(pending: Pending) -> None:
-        for _, _, proc, _, _ in pending.running:
-            with contextlib.suppress(OSError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            _LIVE.discard(proc)
+        for _, _, child, _, _ in pending.running:
+            child.kill()
         pending.running.clear()
 
-    def _start(self, i: int, job: ChildJob) -> tuple[subprocess.Popen[bytes], float, Path]:
+    def _start(self, i: int, job: ChildJob) -> tuple[Child, float, Path]:
         out = self.folder / f"child{i}-{time.monotonic_ns()}.json"
         spec = {
             **self.base,
@@ -204,30 +173,16 @@ class ChildRunner:
         }
         job_file = out.with_suffix(".job.json")
         job_file.write_text(json.dumps(spec))
-        env = {**os.environ, **job.env}
-        with open(out.with_suffix(".stderr"), "wb") as stderr:  # a file, so a chatty child cannot block on a full pipe
-            proc = subprocess.Popen(
-                [sys.executable, "-m", self.entry, str(job_file)],
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=stderr,
-                start_new_session=True,  # its own process group: killed as one
-                preexec_fn=die_with_parent if sys.platform == "linux" else None,
-            )
-        _LIVE.add(proc)
-        return proc, time.monotonic(), out
+        child = Child(self.entry, [str(job_file)], env={**os.environ, **job.env})
+        return child, time.monotonic(), out
 
-    def _collect(self, job: ChildJob, proc: subprocess.Popen[bytes], elapsed: float, out: Path) -> ChildResult:
-        _LIVE.discard(proc)
-        if proc.poll() is None:
-            with contextlib.suppress(OSError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
+    def _collect(self, job: ChildJob, child: Child, elapsed: float, out: Path) -> ChildResult:
+        if child.running:
+            child.kill()
             return ChildResult(job.label, None, f"timed out after {self.timeout:g} s (raise --timeout)", elapsed)
-        stderr = out.with_suffix(".stderr").read_text(errors="replace").strip()
+        child.kill()  # ended already: releases its pipes and its place among the live children
         if not out.exists():
-            tail = stderr.splitlines()[-1] if stderr else "no output"
-            return ChildResult(job.label, None, f"child process exited with code {proc.returncode}: {tail}", elapsed)
+            return ChildResult(job.label, None, child.ended("child process"), elapsed)
         data = json.loads(out.read_text())
         if "error" in data:
             return ChildResult(job.label, None, data["error"], elapsed)

@@ -12,16 +12,13 @@ from __future__ import annotations
 import json
 import os
 import selectors
-import subprocess
-import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 from samebits.errors import UserError
 from samebits.measure.batching import batch_size_of, concat_batches, take_rows
-from samebits.measure.processes import die_with_parent
+from samebits.measure.spawn import Child, ChildDied
 from samebits.measure.threads import num_threads
 from samebits.models.inputs import ModelInputs
 from samebits.tensors.digest import leaf_digest
@@ -193,21 +190,12 @@ class WorkerPool:
 
     def __init__(self, job: dict[str, Any], k: int) -> None:
         self.job = job
-        self.procs: list[subprocess.Popen[bytes]] = []
-        self.stderr: dict[int, IO[bytes]] = {}
+        self.children: list[Child] = []
         try:
             for _ in range(k):
-                err = tempfile.TemporaryFile()
-                proc = subprocess.Popen(
-                    [sys.executable, "-m", ENTRY],
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=err,
-                    preexec_fn=die_with_parent if sys.platform == "linux" else None,
-                )
-                self.procs.append(proc)
-                self.stderr[proc.pid] = err
-                self._send(proc, job)
+                child = Child(ENTRY, pipes=True)
+                self.children.append(child)
+                child.send_json(job)
         except BaseException:
             self.close()
             raise
@@ -218,34 +206,22 @@ class WorkerPool:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    @staticmethod
-    def _send(proc: subprocess.Popen[bytes], message: Any) -> None:
-        assert proc.stdin is not None
-        proc.stdin.write((json.dumps(message) + "\n").encode())
-        proc.stdin.flush()
-
-    def _tail(self, proc: subprocess.Popen[bytes]) -> str:
-        err = self.stderr[proc.pid]
-        err.seek(0)
-        lines = err.read().decode(errors="replace").strip().splitlines()
-        return lines[-1] if lines else "no output"
-
     def run(self, todo: list[int], done: Callable[[dict[str, Any]], None]) -> None:
         """Hand out ``todo`` (shard indices) to whichever worker is free; ``done(entry)`` for
         each finished shard. A worker's error stops every worker: one line, exit 2."""
         queue = list(todo)
         selector = selectors.DefaultSelector()
-        for proc in self.procs:
-            selector.register(proc.stdout, selectors.EVENT_READ, proc)  # type: ignore[arg-type]
-        open_ = len(self.procs)
+        for child in self.children:
+            selector.register(child.stdout, selectors.EVENT_READ, child)
+        open_ = len(self.children)
         while open_:
             for key, _ in selector.select(timeout=1.0):
-                proc = key.data
-                line = proc.stdout.readline()
-                if not line:
-                    proc.wait()
-                    raise RuntimeError(f"a predict worker exited with code {proc.returncode}: {self._tail(proc)}")
-                message = json.loads(line)
+                child = key.data
+                try:
+                    message = child.receive_json()
+                except ChildDied:
+                    child.finish()
+                    raise RuntimeError(child.ended("a predict worker")) from None
                 if "error" in message:
                     if message.get("internal"):
                         raise RuntimeError(message["error"])
@@ -253,22 +229,14 @@ class WorkerPool:
                 if "done" in message:
                     done(message["done"])
                 if queue:
-                    self._send(proc, queue.pop(0))
+                    child.send_json(queue.pop(0))
                 else:
-                    selector.unregister(proc.stdout)
-                    assert proc.stdin is not None
-                    proc.stdin.close()  # no more work: it exits
+                    selector.unregister(child.stdout)
+                    child.close_input()  # no more work: it exits
                     open_ -= 1
-        for proc in self.procs:
-            proc.wait()
+        for child in self.children:
+            child.finish(timeout=60)
 
     def close(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.kill()
-            proc.wait()
-            for stream in (proc.stdin, proc.stdout):
-                if stream is not None:
-                    stream.close()
-        for err in self.stderr.values():
-            err.close()
+        for child in self.children:
+            child.kill()

@@ -11,41 +11,18 @@ frame of the named outputs, or ``{"error": ...}``)."""
 from __future__ import annotations
 
 import json
-import struct
-import subprocess
-import sys
-import tempfile
 import threading
-from typing import IO, Any
+from typing import Any
 
 import torch
 
 from samebits.errors import UserError
+from samebits.measure.spawn import Child, ChildDied
 from samebits.models.inputs import ModelInputs
 from samebits.runtime.plan import Plan
 from samebits.serve.signature import Signature, TensorSpec
 
 ENTRY = "samebits.serve.worker"
-
-
-class WorkerDied(RuntimeError):
-    """The child process ended (killed after a hang, or crashed) before it answered."""
-
-
-def send(stream: IO[bytes], data: bytes) -> None:
-    stream.write(struct.pack(">I", len(data)) + data)
-    stream.flush()
-
-
-def receive(stream: IO[bytes]) -> bytes:
-    head = stream.read(4)
-    if len(head) < 4:
-        raise WorkerDied("the model's worker process ended")
-    (size,) = struct.unpack(">I", head)
-    data = stream.read(size)
-    if len(data) < size:
-        raise WorkerDied("the model's worker process ended mid-answer")
-    return data
 
 
 def pack_inputs(inputs: ModelInputs) -> bytes:
@@ -90,8 +67,7 @@ class IsolatedPredictor:
 
         self.job = {"spec": model_spec, "options": dataclasses.asdict(options), "cache_dir": cache_dir}
         self._lock = threading.Lock()
-        self.proc: subprocess.Popen[bytes] | None = None
-        self._stderr: IO[bytes] | None = None
+        self.child: Child | None = None
         self.restarts = 0
         self.ready = self._start()
         self.signature = signature_from(self.ready["signature"])
@@ -100,61 +76,40 @@ class IsolatedPredictor:
         self.not_ready: str | None = self.ready.get("not_ready")
 
     def _start(self) -> dict[str, Any]:
-        from samebits.measure.processes import die_with_parent
-
-        if self._stderr is not None:
-            self._stderr.close()  # the previous worker's
-        self._stderr = tempfile.TemporaryFile()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", ENTRY],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            preexec_fn=die_with_parent if sys.platform == "linux" else None,
-        )
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        send(self.proc.stdin, json.dumps(self.job).encode())
+        child = self.child = Child(ENTRY, pipes=True)
         try:
-            answer = json.loads(receive(self.proc.stdout))
-        except WorkerDied:
-            self.kill()
-            raise UserError(f"the model's worker process could not start: {self._tail()}") from None
+            child.send(json.dumps(self.job).encode())
+            answer = json.loads(child.receive())
+        except ChildDied:
+            child.kill()
+            raise UserError(f"the model's worker process could not start: {child.tail()}") from None
         if "error" in answer:
-            self.kill()
+            child.kill()
             raise UserError(answer["error"])
         return answer["ready"]  # type: ignore[no-any-return]
 
-    def _tail(self) -> str:
-        if self._stderr is None:
-            return "no output"
-        self._stderr.seek(0)
-        lines = self._stderr.read().decode(errors="replace").strip().splitlines()
-        return lines[-1] if lines else "no output"
-
     def predict(self, inputs: ModelInputs) -> dict[str, torch.Tensor]:
-        """The named outputs of one batch, computed in the child."""
+        """The named outputs of one batch, computed in the child; :class:`ChildDied` when the
+        child is not running or ends before it answers."""
         from safetensors.torch import load
 
         with self._lock:
-            proc = self.proc
-            if proc is None or proc.poll() is not None:
-                raise WorkerDied("the model's worker process is not running")
-            assert proc.stdin is not None and proc.stdout is not None
+            child = self.child
+            if child is None or not child.running:
+                raise ChildDied("the model's worker process is not running")
             try:
-                send(proc.stdin, pack_inputs(inputs))
-            except (BrokenPipeError, OSError):
-                raise WorkerDied("the model's worker process ended") from None
-            answer = json.loads(receive(proc.stdout))
-            if "error" in answer:
-                raise RuntimeError(answer["error"])
-            return load(receive(proc.stdout))
+                child.send(pack_inputs(inputs))
+                answer = json.loads(child.receive())
+                if "error" in answer:
+                    raise RuntimeError(answer["error"])
+                return load(child.receive())
+            except ChildDied:
+                raise ChildDied(child.ended("the model's worker process")) from None
 
     def kill(self) -> None:
-        """End the child now (a forward that hangs); a waiting :meth:`predict` gets WorkerDied."""
-        proc = self.proc
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        """End the child now (a forward that hangs); a waiting :meth:`predict` gets ChildDied."""
+        if self.child is not None:
+            self.child.kill()
 
     def restart(self) -> None:
         """A new child, from the same calibration; its plan must be the first one's."""
@@ -167,20 +122,8 @@ class IsolatedPredictor:
             self.restarts += 1
 
     def close(self) -> None:
-        proc = self.proc
-        if proc is not None:
-            if proc.stdin is not None:
-                try:
-                    proc.stdin.close()
-                except OSError:
-                    pass
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        if self._stderr is not None:
-            self._stderr.close()
+        if self.child is not None:
+            self.child.finish()
 
     def __enter__(self) -> IsolatedPredictor:
         return self

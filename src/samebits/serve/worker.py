@@ -14,7 +14,8 @@ if TYPE_CHECKING:
 
 
 def main() -> None:
-    from samebits.serve.isolated import receive, send
+    from samebits.measure.spawn import read_frame as receive
+    from samebits.measure.spawn import write_frame as send
 
     out = os.fdopen(os.dup(1), "wb")  # the real stdout, for the frames alone
     os.dup2(2, 1)
@@ -34,12 +35,12 @@ def main() -> None:
     send(out, json.dumps({"ready": ready}, default=str).encode())
     from safetensors.torch import save
 
-    from samebits.serve.isolated import WorkerDied, unpack_inputs
+    from samebits.serve.isolated import unpack_inputs
 
     while True:
         try:
             batch = unpack_inputs(receive(stdin))
-        except WorkerDied:  # the parent closed the pipe: done
+        except EOFError:  # the parent closed the pipe: done
             break
         try:
             named = signature.named_outputs(predictor.predict(batch))

@@ -1,0 +1,183 @@
+"""The one place samebits starts processes: ``python -m ENTRY ARGS`` in its own process group
+(killed as one), with ``PR_SET_PDEATHSIG`` (Linux: it dies with samebits however samebits ends),
+stderr into a temporary file (a chatty child never blocks on a full pipe; its last line explains
+a death), and registered so that an exit, a signal or the watchdog kills it. Two transports over
+its stdin and stdout: length-prefixed frames (:meth:`Child.send` / :meth:`Child.receive`) and
+JSON lines (:meth:`Child.send_json` / :meth:`Child.receive_json`); one-shot children read a job
+file and write a result file instead (``measure.processes``)."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from typing import IO, Any
+
+from samebits import deadline
+
+_LIVE: set[Child] = set()  # children still running, killed if the parent stops
+
+
+class ChildDied(RuntimeError):
+    """The child process ended before it answered (killed after a hang, crashed, out of memory)."""
+
+
+def kill_children() -> None:
+    """Kill every child still running, with its whole process group."""
+    for child in list(_LIVE):
+        child.kill()
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    """Linux: the child gets SIGKILL when the parent dies, however it dies (PR_SET_PDEATHSIG)."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+
+
+atexit.register(kill_children)
+deadline.on_fire(kill_children)
+
+
+def write_frame(stream: IO[bytes], data: bytes) -> None:
+    """One frame on ``stream``: a 4-byte big-endian length, then ``data`` (both ends use this)."""
+    stream.write(struct.pack(">I", len(data)) + data)
+    stream.flush()
+
+
+def read_frame(stream: IO[bytes]) -> bytes:
+    """One frame from ``stream``; ``EOFError`` where it ends first (the other side is gone)."""
+    head = stream.read(4)
+    if len(head) < 4:
+        raise EOFError("the stream ended")
+    (size,) = struct.unpack(">I", head)
+    data = stream.read(size)
+    if len(data) < size:
+        raise EOFError("the stream ended mid-frame")
+    return data
+
+
+class Child:
+    """One child process. ``pipes``: stdin and stdout are pipes for :meth:`send`/:meth:`receive`
+    (else stdin is closed and stdout discarded); ``env`` replaces the environment."""
+
+    def __init__(
+        self,
+        entry: str,
+        args: Sequence[str] = (),
+        *,
+        env: Mapping[str, str] | None = None,
+        pipes: bool = False,
+    ) -> None:
+        self._stderr: IO[bytes] = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", entry, *args],
+            env=dict(env) if env is not None else None,
+            stdin=subprocess.PIPE if pipes else subprocess.DEVNULL,
+            stdout=subprocess.PIPE if pipes else subprocess.DEVNULL,
+            stderr=self._stderr,
+            start_new_session=True,  # its own process group: killed as one
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+        )
+        _LIVE.add(self)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit status once it ended (``None`` while it runs); -N for signal N."""
+        return self.proc.poll()
+
+    @property
+    def running(self) -> bool:
+        return self.proc.poll() is None
+
+    @property
+    def stdout(self) -> IO[bytes]:
+        assert self.proc.stdout is not None, "a child started without pipes"
+        return self.proc.stdout
+
+    def tail(self) -> str:
+        """The last line the child wrote to stderr (why it died), or ``no output``."""
+        with contextlib.suppress(OSError, ValueError):
+            self._stderr.seek(0)
+            lines = self._stderr.read().decode(errors="replace").strip().splitlines()
+            return lines[-1] if lines else "no output"
+        return "no output"
+
+    def ended(self, what: str = "the child process") -> str:
+        """``what`` ended (exit status or signal) and its last stderr line, in words."""
+        code = self.proc.poll()
+        how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
+        return f"{what} {how}: {self.tail()}"
+
+    # -- transports -------------------------------------------------------------------------------
+    def send(self, data: bytes) -> None:
+        """One frame (:func:`write_frame`)."""
+        self._write(struct.pack(">I", len(data)) + data)
+
+    def receive(self) -> bytes:
+        """One frame; :class:`ChildDied` when the child ended before writing all of it."""
+        try:
+            return read_frame(self.stdout)
+        except EOFError:
+            raise ChildDied("the child process ended") from None
+
+    def send_json(self, message: Any) -> None:
+        """One JSON line."""
+        self._write((json.dumps(message) + "\n").encode())
+
+    def receive_json(self) -> Any:
+        """One JSON line; :class:`ChildDied` when the child ended instead."""
+        line = self.stdout.readline()
+        if not line:
+            raise ChildDied("the child process ended")
+        return json.loads(line)
+
+    def _write(self, data: bytes) -> None:
+        stdin = self.proc.stdin
+        assert stdin is not None, "a child started without pipes"
+        try:
+            stdin.write(data)
+            stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            raise ChildDied("the child process ended") from None
+
+    # -- ending -----------------------------------------------------------------------------------
+    def close_input(self) -> None:
+        """Close its stdin: a worker's cue that no more work comes."""
+        if self.proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()
+
+    def finish(self, timeout: float = 5.0) -> None:
+        """Close its stdin, wait ``timeout`` seconds for it to exit, then kill it."""
+        self.close_input()
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pass
+        self.kill()
+
+    def kill(self) -> None:
+        """Kill its process group now (a forward that hangs) and release what it held."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(OSError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            self.proc.wait(timeout=5)
+        for stream in (self.proc.stdin, self.proc.stdout):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+        _LIVE.discard(self)  # its stderr stays readable (tail) until the Child is dropped
