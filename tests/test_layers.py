@@ -32,9 +32,21 @@ def _unit(path: Path) -> str:
     return rel.parts[0] if len(rel.parts) > 1 else rel.stem
 
 
+def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
+    """Every node, less what sits under ``if TYPE_CHECKING:`` (seen by type checkers, never run)."""
+    skip = {
+        id(n)
+        for block in ast.walk(tree)
+        if isinstance(block, ast.If) and ast.unparse(block.test) == "TYPE_CHECKING"
+        for stmt in block.body
+        for n in ast.walk(stmt)
+    }
+    return [n for n in ast.walk(tree) if id(n) not in skip]
+
+
 def _imports(path: Path) -> set[str]:
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in _runtime_nodes(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             if node.module == "samebits":
                 found.update(alias.name for alias in node.names)
