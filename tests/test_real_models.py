@@ -189,7 +189,7 @@ def test_onnxruntime_takes_keywords_and_keeps_the_output_type(tmp_path):
             64,
         )
         assert p.validation.max_abs < 1e-4 and p.invariance.sizes  # measured: ~1e-6, invariant at every size 1..256
-        assert list(p.artifacts) and all(a["path"].endswith(".ort.onnx") for a in p.artifacts.values())
+        assert list(p.artifacts) and all(a.path.endswith(".ort.onnx") for a in p.artifacts.values())
 
 
 def test_a_model_that_does_not_export_says_why(tmp_path):

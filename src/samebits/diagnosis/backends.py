@@ -8,13 +8,12 @@ from typing import Any, Callable
 
 import torch
 
-from samebits.diagnosis.options import DoctorOptions
 from samebits.errors import first_line
 from samebits.models.inputs import ModelInputs
-from samebits.runtime.backends import BackendUnavailable, build
+from samebits.runtime.backends import REGISTRY, BackendUnavailable, build
 from samebits.tensors.compare import compare
 
-BACKENDS = DoctorOptions.backends  # the backends doctor knows how to try
+BACKENDS = tuple(n for n in REGISTRY if n != "eager")  # what doctor can try against eager (default: DoctorOptions)
 
 
 def try_backends(
@@ -23,6 +22,7 @@ def try_backends(
     names: tuple[str, ...],
     eager: Callable[[], Any],
     timer: Callable[..., dict[str, float]],
+    device: str = "cpu",
 ) -> list[dict[str, Any]]:
     """For each backend: speed relative to eager, and whether its outputs have eager's bits."""
     results = []
@@ -33,7 +33,7 @@ def try_backends(
             try:
                 with torch.inference_mode():
                     # ONNX Runtime's idle threads would otherwise spin and slow the eager rounds.
-                    built = build(name, model, inputs, Path(tmp), "doctor", spinning=False)
+                    built = build(name, model, inputs, Path(tmp), "doctor", device=device, spinning=False)
                     runner = built.runner
                     out = runner(*inputs.args, **inputs.kwargs)
                     times = timer({"eager": eager, name: lambda: runner(*inputs.args, **inputs.kwargs)})

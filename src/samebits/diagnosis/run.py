@@ -258,6 +258,7 @@ class _Doctor:
             names,
             lambda: self.inputs.call(self.model),
             lambda fns: median_seconds(fns, rounds=7, budget=self.options["budget"]),
+            device=self.options["device"],
         )
         parts = []
         for r in results:

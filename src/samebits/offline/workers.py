@@ -21,6 +21,7 @@ from samebits.measure.batching import batch_size_of, concat_batches, take_rows
 from samebits.measure.spawn import Child, ChildDied
 from samebits.measure.threads import num_threads
 from samebits.models.inputs import ModelInputs
+from samebits.runtime.backends import REGISTRY
 from samebits.tensors.digest import leaf_digest
 from samebits.tensors.tree import flatten
 
@@ -38,11 +39,6 @@ def needs_spec(loaded: LoadedModel) -> None:
             "--workers > 1 needs a MODEL spec that a fresh process can load (file.py:factory, demo:NAME, ...), "
             "not a model object"
         )
-
-
-# backends whose forwards run torch's own kernels on torch's intra-op threads: for these the
-# thread count's effect on the bits is measured; others size their own pools when built
-TORCH_THREADED = {"eager", "torchscript", "export"}
 
 
 def _bits(predictor: Predictor, first: ModelInputs) -> list[str]:
@@ -73,7 +69,9 @@ def thread_plan(
         predictor = build()
     if cores == 1:
         return _plan(1, 1, True, "this machine has one core"), predictor
-    if set(predictor.plan.backends) <= TORCH_THREADED:
+    # Backends whose forwards run on torch's intra-op threads: the thread count's effect on the
+    # bits is measured; others size their own pools when built.
+    if all(REGISTRY[b].torch_threaded for b in predictor.plan.backends):
         if not _threads_change_bits(predictor, example, cores):
             why = (
                 f"measured: 1 and {cores} threads give this model the same bits; the {cores} cores shared by {workers}"

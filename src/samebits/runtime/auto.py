@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from samebits.errors import UserError, first_line
 from samebits.measure.timing import interleaved_times
+from samebits.runtime.backends import REGISTRY
 from samebits.runtime.cache import ArtifactCache
 from samebits.runtime.invariance import bits_against, candidate_sizes
 from samebits.runtime.plan import Difference
@@ -27,9 +28,6 @@ from samebits.tensors import tree
 if TYPE_CHECKING:
     from samebits.runtime.predictor import Predictor
 
-# torch.compile is left out unless asked for: it builds one kernel set per batch shape
-# (minutes over nine sizes); TensorRT only where there is a CUDA device.
-AUTO_CANDIDATES = ("eager", "torchscript", "export", "onnxruntime")
 FASTER = 0.97  # another backend replaces eager at a size only when it takes under 97% of its time
 
 
@@ -105,8 +103,13 @@ class AutoPlan:
 
 
 def candidates_for(device: str, asked: tuple[str, ...] | None) -> tuple[str, ...]:
-    """The backends ``auto`` measures: ``asked`` (eager always first), else the defaults."""
-    names = tuple(asked) if asked else AUTO_CANDIDATES + (("tensorrt",) if device.startswith("cuda") else ())
+    """The backends ``auto`` measures: ``asked`` (eager always first), else every registered one
+    meant for it (``Backend.auto``: not torch.compile, which builds one kernel set per batch
+    shape) that runs on ``device`` (TensorRT only on CUDA)."""
+    if asked:
+        names = tuple(asked)
+    else:
+        names = tuple(n for n, b in REGISTRY.items() if b.auto and not (b.cuda_only and not device.startswith("cuda")))
     return ("eager", *[n for n in names if n != "eager"])
 
 

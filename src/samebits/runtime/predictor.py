@@ -21,6 +21,7 @@ from samebits.models import ModelInputs
 from samebits.models.target import as_loaded, eval_mode, inputs_for
 from samebits.runtime.cache import ArtifactCache, artifact_key, default_cache_dir
 from samebits.runtime.backends import BACKENDS, BackendUnavailable, backend_versions, build
+from samebits.runtime.backends import backend as registered
 from samebits.measure.batching import (
     batch_size_of,
     concat_batches,
@@ -87,11 +88,11 @@ class Predictor:
         allow_backend_drift: bool = False,
         auto_backends: tuple[str, ...] | None = None,
     ) -> None:
-        if backend not in (*BACKENDS, "auto"):
-            raise UserError(f"unknown backend '{backend}'; choose from {', '.join(BACKENDS)} or auto")
-        unknown = [b for b in auto_backends or () if b not in BACKENDS]
-        if unknown:
-            raise UserError(f"unknown backend '{unknown[0]}' in auto_backends; choose from {', '.join(BACKENDS)}")
+        if backend != "auto":
+            registered(backend, also=("auto",))
+        for name in auto_backends or ():
+            if name not in BACKENDS:
+                raise UserError(f"unknown backend '{name}' in auto_backends; choose from {', '.join(BACKENDS)}")
         if (
             max_batch_size is not None
             and max_batch_size != "auto"
@@ -191,7 +192,14 @@ class Predictor:
             )
             try:  # idle ONNX Runtime threads would spin and slow everything else: spinning off
                 built = build(
-                    self.backend, self.model, example, self.cache_dir, key, spinning=False, dynamic_batch=self._dynamic
+                    self.backend,
+                    self.model,
+                    example,
+                    self.cache_dir,
+                    key,
+                    device=self.device,
+                    spinning=False,
+                    dynamic_batch=self._dynamic,
                 )
             except BackendUnavailable:
                 if not self._dynamic:
@@ -525,7 +533,7 @@ def parse_runtime(runtime: str) -> str:
     if kind != "predictor":
         raise UserError(f"unknown runtime '{runtime}'; use predictor or predictor:BACKEND ({', '.join(BACKENDS)})")
     backend = backend or "eager"
-    if backend not in (*BACKENDS, "auto"):
+    if backend != "auto" and backend not in BACKENDS:
         raise UserError(f"unknown backend '{backend}' in --runtime; choose from {', '.join(BACKENDS)} or auto")
     return backend
 

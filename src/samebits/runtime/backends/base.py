@@ -1,0 +1,75 @@
+"""What every backend is: a name, what it needs to run here, the packages whose versions key its
+artifacts, how its forwards use threads and inputs, and how it is built."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib.metadata
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar
+
+from samebits.errors import UserError, first_line
+from samebits.models.inputs import ModelInputs
+
+
+class BackendUnavailable(UserError):
+    """A backend that cannot run here (missing package, compiler or device), with the reason."""
+
+
+class ExportFailed(BackendUnavailable):
+    """The model could not be exported for a backend (with the exporter's reason)."""
+
+
+@dataclasses.dataclass
+class Built:
+    runner: Callable[..., Any]
+    artifact: Path | None = None
+    built_here: bool = False  # False: loaded from a file another process (or run) built
+    log: dict[str, Any] = dataclasses.field(default_factory=dict)  # what third-party code printed meanwhile
+
+
+class Backend:
+    """One backend. Subclasses set the facts as class attributes and implement :meth:`build`
+    (and :meth:`unavailable` where the backend needs something this machine may lack)."""
+
+    name: ClassVar[str]
+    packages: ClassVar[tuple[str, ...]] = ()  # whose versions key the backend's artifacts
+    torch_threaded: ClassVar[bool] = True  # its forwards run on torch's intra-op threads
+    keyword_inputs: ClassVar[bool] = True  # it takes keyword inputs (else positional only)
+    auto: ClassVar[bool] = True  # backend="auto" measures it unless told otherwise
+    cuda_only: ClassVar[bool] = False  # it runs on a CUDA device only
+
+    def unavailable(self, device: str) -> str | None:
+        """Why the backend cannot run here on ``device``, or ``None`` where it can."""
+        if self.cuda_only and not device.startswith("cuda"):
+            return f"the {self.name} backend needs a CUDA device"
+        return None
+
+    def versions(self) -> dict[str, str]:
+        """Versions of the packages the backend's artifacts depend on (part of their content key)."""
+        out = {}
+        for package in self.packages:
+            with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+                out[package] = importlib.metadata.version(package)
+        return out
+
+    def build(
+        self,
+        model: Any,
+        example: ModelInputs,
+        folder: Path,
+        key: str,
+        threads: int | None,
+        spinning: bool,
+        dynamic_batch: bool,
+    ) -> Built:
+        """A runner for ``model``; artifacts go to ``folder/<name>-<key>.*``."""
+        raise NotImplementedError
+
+
+def export_reason(exc: BaseException) -> str:
+    """The line of an exporter's error that says why (its first line is a generic banner)."""
+    cause = exc.__cause__ or exc
+    return first_line(cause, with_type=True)
