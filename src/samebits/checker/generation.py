@@ -17,6 +17,7 @@ output differs in that step's forward and gets a cause measured by controlled re
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import time
@@ -28,7 +29,7 @@ from samebits.checker.generation_causes import EXPLAIN, Ctx, Site, last_position
 from samebits.checker.report import Cause
 from samebits.errors import UserError, first_line
 from samebits.exit_codes import exit_code
-from samebits.measure.generate import Generator, step_digests
+from samebits.measure.generate import Generator, attention, step_digests
 from samebits.models.target import as_loaded, eval_mode, inputs_for
 
 AXES = ("repeat", "batch", "padding", "cache", "attention", "threads", "process")
@@ -136,19 +137,15 @@ class _Skip(Exception):
 
 def _with_other_attention(model: Any, run: Any) -> Any:
     """``run()`` with the model on the other attention implementation (eager <-> sdpa), put back after."""
-    config = getattr(model, "config", None)
-    current = getattr(config, "_attn_implementation", None)
+    current = getattr(getattr(model, "config", None), "_attn_implementation", None)
     if current not in ("eager", "sdpa") or not callable(getattr(model, "set_attn_implementation", None)):
         raise _Skip(f"the model's attention implementation ({current}) has no eager/sdpa alternative here")
-    other = "eager" if current == "sdpa" else "sdpa"
-    try:
-        model.set_attn_implementation(other)
-    except Exception as exc:
-        raise _Skip(f"the model cannot switch to {other} attention ({type(exc).__name__})") from None
-    try:
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(attention(model, "eager" if current == "sdpa" else "sdpa"))
+        except UserError as exc:
+            raise _Skip(str(exc)) from None
         return run()
-    finally:
-        model.set_attn_implementation(current)
 
 
 def _at_one_thread(run: Any) -> Any:

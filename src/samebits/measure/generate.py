@@ -3,11 +3,103 @@ runs, in this process and in a child."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
 
 from samebits.errors import UserError
+
+
+def special_token(model: Any, name: str) -> Any:
+    """``pad_token_id``/``eos_token_id`` as ``generate`` will use it: the generation config's,
+    else the model config's."""
+    for source in (getattr(model, "generation_config", None), getattr(model, "config", None)):
+        value = getattr(source, name, None)
+        if value is not None:
+            return value
+    return None
+
+
+def eos_ids(model: Any) -> set[int]:
+    eos = special_token(model, "eos_token_id")
+    return {eos} if isinstance(eos, int) else set(eos or ())
+
+
+def pad_id(model: Any) -> int:
+    """The token left padding is made of: the model's pad token, else its (smallest) EOS, else 0.
+    The generation check and ``Predictor.generate`` pad with the same token."""
+    pad = special_token(model, "pad_token_id")
+    return pad if isinstance(pad, int) else min(eos_ids(model), default=0)
+
+
+def left_padded(prompts: Sequence[torch.Tensor], width: int, pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(input_ids, attention_mask) ``[len(prompts), width]``: each prompt at the right end, ``pad``
+    (mask 0) before it, as decoder-only models are batched."""
+    ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for i, p in enumerate(prompts):
+        ids[i, width - len(p) :] = p
+        mask[i, width - len(p) :] = 1
+    return ids, mask
+
+
+@contextlib.contextmanager
+def attention(model: Any, implementation: str | None) -> Iterator[None]:
+    """The model on attention ``implementation`` (``eager``, ``sdpa``) for the block, put back
+    after; ``None`` or the one it has already: unchanged. A one-line error where the model
+    cannot switch."""
+    config = getattr(model, "config", None)
+    current = getattr(config, "_attn_implementation", None)
+    if implementation is None or current in (None, implementation):
+        yield
+        return
+    if not callable(getattr(model, "set_attn_implementation", None)):
+        raise UserError(f"the model cannot switch from {current} to {implementation} attention")
+    try:
+        model.set_attn_implementation(implementation)
+    except Exception as exc:
+        raise UserError(f"the model cannot switch to {implementation} attention ({type(exc).__name__})") from None
+    try:
+        yield
+    finally:
+        model.set_attn_implementation(current)
+
+
+def run_generate(
+    model: Any,
+    ids: torch.Tensor,
+    mask: torch.Tensor,
+    n: int,
+    *,
+    pad: int,
+    fixed: bool = False,
+    seed: int | None = None,
+    use_cache: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One call of ``model.generate`` on a left-padded batch: (new tokens ``[rows, steps]``, scores
+    ``[rows, steps, vocab]``), on the CPU. ``fixed``: exactly ``n`` steps (no stop at EOS);
+    ``seed``: sampled, torch's RNG seeded with it first (the caller's RNG left as it was), else
+    greedy."""
+    device = next((t.device for t in getattr(model, "parameters", lambda: iter(()))()), torch.device("cpu"))
+    with torch.inference_mode(), torch.random.fork_rng(devices=[]):
+        if seed is not None:
+            torch.manual_seed(seed)
+        out = model.generate(
+            input_ids=ids.to(device),
+            attention_mask=mask.to(device),
+            max_new_tokens=n,
+            **({"min_new_tokens": n} if fixed else {}),
+            do_sample=seed is not None,
+            num_beams=1,
+            output_scores=True,
+            return_dict_in_generate=True,
+            pad_token_id=pad,
+            use_cache=use_cache,
+        )
+    width = ids.shape[1]
+    return out.sequences[:, width:].cpu(), torch.stack(list(out.scores), dim=1).cpu()
 
 
 class Generator:
@@ -19,39 +111,18 @@ class Generator:
         if not callable(getattr(model, "generate", None)):
             raise UserError("--generate needs a model with a transformers-style generate()")
         self.model, self.n, self.seed = model, max_new_tokens, seed  # seed: sample, seeded alike
-        config = getattr(model, "config", None)
-        pad = getattr(config, "pad_token_id", None)
-        eos = getattr(config, "eos_token_id", None)
-        self.pad = pad if pad is not None else (eos if isinstance(eos, int) else 0)
+        self.pad = pad_id(model)
 
     def __call__(
         self, prompts: list[torch.Tensor], extra: int = 0, use_cache: bool = True
     ) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """Greedy generation of ``prompts`` in one batch, left-padded to the longest plus ``extra``:
-        per prompt (tokens [n], scores [n, vocab])."""
-        width = max(len(p) for p in prompts) + extra
-        ids = torch.full((len(prompts), width), self.pad, dtype=prompts[0].dtype)
-        mask = torch.zeros((len(prompts), width), dtype=torch.long)
-        for i, p in enumerate(prompts):
-            ids[i, width - len(p) :] = p
-            mask[i, width - len(p) :] = 1
-        with torch.inference_mode(), torch.random.fork_rng(devices=[]):  # the caller's RNG left as it was
-            if self.seed is not None:
-                torch.manual_seed(self.seed)
-            out = self.model.generate(
-                input_ids=ids,
-                attention_mask=mask,
-                max_new_tokens=self.n,
-                min_new_tokens=self.n,
-                do_sample=self.seed is not None,
-                output_scores=True,
-                return_dict_in_generate=True,
-                pad_token_id=self.pad,
-                use_cache=use_cache,
-            )
-        tokens = out.sequences[:, width:]
-        scores = torch.stack(list(out.scores), dim=1).float()
-        return [(tokens[i].clone(), scores[i].clone()) for i in range(len(prompts))]
+        """Generation of ``prompts`` in one batch, left-padded to the longest plus ``extra``: per
+        prompt (tokens [n], scores [n, vocab])."""
+        ids, mask = left_padded(prompts, max(len(p) for p in prompts) + extra, self.pad)
+        tokens, scores = run_generate(
+            self.model, ids, mask, self.n, pad=self.pad, fixed=True, seed=self.seed, use_cache=use_cache
+        )
+        return [(tokens[i].clone(), scores[i].clone().float()) for i in range(len(prompts))]
 
 
 def step_digests(scores: torch.Tensor) -> list[str]:

@@ -14,14 +14,14 @@ first and last prompts of the first tile are generated again alone and must agre
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from samebits.errors import UserError
+from samebits.measure.generate import attention, eos_ids, left_padded, pad_id, run_generate
 
 
 @dataclasses.dataclass
@@ -91,68 +91,18 @@ class TileGenerator:
                 "Predictor.generate supports decoder-only models (left padding); this one is encoder-decoder"
             )
         self.model, self.tile, self.bucket, self.lock, self.attention = model, tile, bucket, lock, attention
+        self.pad, self.eos = pad_id(model), eos_ids(model)  # the generation check pads alike
         self.checked: set[tuple[int, int]] = set()  # (width, max_new_tokens) measured invariant
-
-    def _token(self, name: str) -> Any:
-        """``pad_token_id``/``eos_token_id`` as ``generate`` will use it: the generation config's, else the model config's."""
-        for source in (getattr(self.model, "generation_config", None), getattr(self.model, "config", None)):
-            value = getattr(source, name, None)
-            if value is not None:
-                return value
-        return None
-
-    @property
-    def eos(self) -> set[int]:
-        eos = self._token("eos_token_id")
-        return {eos} if isinstance(eos, int) else set(eos or ())
-
-    @property
-    def pad(self) -> int:
-        pad = self._token("pad_token_id")
-        return pad if isinstance(pad, int) else min(self.eos, default=0)
 
     def run_tile(self, prompts: list[torch.Tensor], width: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(tokens [tile, n'], scores [tile, n', vocab]) of up to ``tile`` prompts, the rest of
-        the tile filled with copies of the last one."""
-        rows, pad = prompts + [prompts[-1]] * (self.tile - len(prompts)), self.pad
-        ids = torch.full((self.tile, width), pad, dtype=torch.long)
-        mask = torch.zeros((self.tile, width), dtype=torch.long)
-        for i, p in enumerate(rows):
-            ids[i, width - len(p) :] = p
-            mask[i, width - len(p) :] = 1
-        device = next((t.device for t in getattr(self.model, "parameters", lambda: iter(()))()), torch.device("cpu"))
-        with self.lock, torch.inference_mode(), self._attention_set():
-            out = self.model.generate(
-                input_ids=ids.to(device),
-                attention_mask=mask.to(device),
-                max_new_tokens=n,
-                do_sample=False,
-                num_beams=1,
-                output_scores=True,
-                return_dict_in_generate=True,
-                pad_token_id=pad,
-            )
-        return out.sequences[:, width:].cpu(), torch.stack(list(out.scores), dim=1).cpu()
-
-    @contextlib.contextmanager
-    def _attention_set(self) -> Iterator[None]:
-        """The model on ``self.attention`` for the call (put back after): measured on the tiny
-        GPT-2 and Llama here, the CPU SDPA kernel gave 5-17 of 40 prompts other score bits with
-        other neighbours in the tile, eager attention none."""
-        config = getattr(self.model, "config", None)
-        current = getattr(config, "_attn_implementation", None)
-        if self.attention is None or current in (None, self.attention):
-            yield
-            return
-        if not callable(getattr(self.model, "set_attn_implementation", None)):
-            raise UserError(
-                f"the model cannot switch from {current} to {self.attention} attention; pass attention=None"
-            )
-        self.model.set_attn_implementation(self.attention)
-        try:
-            yield
-        finally:
-            self.model.set_attn_implementation(current)
+        the tile filled with copies of the last one. On ``self.attention`` for the call (put back
+        after): measured on the tiny GPT-2 and Llama here, the CPU SDPA kernel gave 5-17 of 40
+        prompts other score bits with other neighbours in the tile, eager attention none."""
+        rows = prompts + [prompts[-1]] * (self.tile - len(prompts))
+        ids, mask = left_padded(rows, width, self.pad)
+        with self.lock, attention(self.model, self.attention):
+            return run_generate(self.model, ids, mask, n, pad=self.pad)
 
     def generate(self, prompts: list[torch.Tensor], n: int, scores: bool, check: bool) -> list[Generation]:
         for p in prompts:
