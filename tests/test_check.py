@@ -263,3 +263,12 @@ def test_each_fix_text_is_written_once_in_src():
     sources = {p: p.read_text() for p in src.rglob("*.py") if p.name != "causes.py" or p.parent.name != "rules"}
     copies = [(t[:40], str(p.relative_to(src))) for t in texts for p, s in sources.items() if t[:40] in s]
     assert copies == []
+
+
+@pytest.mark.parametrize(
+    ("atol", "rtol", "fragment"),
+    [(0.1, None, "give atol and rtol both or neither"), (None, 1e-3, "both or neither"), (float("nan"), 0.0, ">= 0")],
+)
+def test_the_library_check_validates_tolerances_as_the_cli_does(atol, rtol, fragment):
+    with pytest.raises(UserError, match=fragment):
+        check("demo:mlp", axes=("repeat",), atol=atol, rtol=rtol)

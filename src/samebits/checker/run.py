@@ -19,6 +19,7 @@ from samebits.checker.report import AXES, AxisResult, CheckReport
 from samebits.determinism import deterministic, isolate_rng
 from samebits.errors import UserError, first_line
 from samebits.fingerprint import Fingerprint
+from samebits.tensors.compare import check_tolerances
 from samebits.models.target import as_loaded, eval_mode, inputs_for, spec_of
 from samebits.measure.guard import check_forward, describe_inputs, model_state_kept, torch_env_kept
 from samebits.measure.prepare import check_device, prepare
@@ -79,8 +80,8 @@ def check(
     threads: tuple[int, ...] | None = _D.threads,
     batch_sizes: tuple[int, ...] = _D.batch_sizes,
     batch_dim: int = _D.batch_dim,
-    atol: float = _D.atol,
-    rtol: float = _D.rtol,
+    atol: float | None = None,
+    rtol: float | None = None,
     seed: int = _D.seed,
     device: str = _D.device,
     dtype: str | None = _D.dtype,
@@ -96,12 +97,13 @@ def check(
     to the spec's own. ``axes`` choose the variations (repeat, seed, state, process, threads,
     batch); ``runs``/``processes`` how many of each; ``threads`` the thread counts (default 1 and
     the current count); ``batch_sizes`` the sizes a sample is put in, along ``batch_dim``;
-    ``atol``/``rtol`` a tolerance (default: bits); ``timeout`` seconds per child process;
+    ``atol``/``rtol`` a tolerance, both or neither (default: bits); ``timeout`` seconds per child process;
     ``localize`` whether to find the first divergent module; ``runtime`` ``"predictor"`` or
     ``"predictor:BACKEND"`` to run the axes through a Predictor. The model's buffers, training
     flags and every global RNG are left as they were.
     """
     start = time.monotonic()
+    atol, rtol = check_tolerances(atol, rtol)
     opts = CheckOptions(
         axes=tuple(axes),
         runs=runs,
