@@ -11,6 +11,7 @@ import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Literal
 
 
 def file_mode() -> int:
@@ -45,6 +46,25 @@ def atomic_write(path: Path, write: Callable[[Path], object], *, overwrite: bool
             os.link(tmp, path)
     finally:
         Path(tmp).unlink(missing_ok=True)
+
+
+FolderState = Literal["new", "empty", "mine", "foreign", "file", "broken link"]
+
+
+def folder_state(folder: Path, marker: str, ignore: tuple[str, ...] = ()) -> FolderState:
+    """What samebits may do with ``folder``, the place it is asked to write: ``new`` (missing),
+    ``empty`` (nothing but ``ignore``), ``mine`` (holds samebits' ``marker`` file), ``foreign``
+    (someone else's files: never written into), ``file`` or ``broken link`` (not a folder). The
+    cache, ``check --out`` and ``predict``'s OUT_DIR all decide with this."""
+    if folder.is_symlink() and not folder.exists():
+        return "broken link"
+    if not folder.exists():
+        return "new"
+    if not folder.is_dir():
+        return "file"
+    if (folder / marker).is_file():
+        return "mine"
+    return "foreign" if any(p.name not in ignore for p in folder.iterdir()) else "empty"
 
 
 def owned_entry(folder: Path, name: object) -> Path | None:

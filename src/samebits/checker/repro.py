@@ -22,7 +22,7 @@ import torch
 
 from samebits.checker.options import CheckOptions
 from samebits.errors import UserError
-from samebits.files import atomic_write
+from samebits.files import atomic_write, folder_state
 from samebits.models.inputs import ModelInputs
 from samebits.models.spec import is_data_only_spec
 
@@ -31,9 +31,10 @@ KIND = "samebits-check-repro"
 
 
 def _writable(folder: Path) -> None:
-    if folder.exists() and not folder.is_dir():
-        raise UserError(f"--out {folder} is a file; give a folder")
-    if folder.is_dir() and any(folder.iterdir()) and not (folder / MARKER).is_file():
+    state = folder_state(folder, MARKER)
+    if state in ("file", "broken link"):
+        raise UserError(f"--out {folder} is a {state}; give a folder")
+    if state == "foreign":
         raise UserError(f"--out {folder} exists, is not empty and is not a samebits repro folder; choose another")
 
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from samebits.errors import UserError, first_line
-from samebits.files import FolderBusy, atomic_write, exclusive, sha256_file
+from samebits.files import FolderBusy, atomic_write, exclusive, folder_state, sha256_file
 from samebits.measure.batching import batch_size_of, join_outputs, take_rows
 from samebits.models.inputs import ModelInputs
 from samebits.models.target import as_loaded
@@ -205,16 +205,17 @@ def shard_count(total: int, size: int) -> int:
 
 def _check_out_dir(out: Path, resume: bool) -> bool:
     """Whether ``out`` holds a manifest; a folder samebits must not write into is one line."""
-    if out.is_symlink() and not out.exists():
+    state = folder_state(out, MANIFEST, ignore=(LOCK,))
+    if state == "broken link":
         raise UserError(f"'{out}' is a broken symbolic link; OUT_DIR must be a folder")
-    if out.exists() and not out.is_dir():
+    if state == "file":
         raise UserError(f"'{out}' is a file; OUT_DIR must be a folder")
-    has_manifest = (out / MANIFEST).is_file()
-    if out.is_dir() and any(p.name != LOCK for p in out.iterdir()) and not (resume and has_manifest):
+    if state == "foreign":
+        raise UserError(f"'{out}' exists, is not empty and holds no samebits manifest; choose another OUT_DIR")
+    has_manifest = state == "mine"
+    if has_manifest and not resume:
         raise UserError(
             f"'{out}' exists and is not empty; pass --resume to continue a run there, or choose another OUT_DIR"
-            if has_manifest
-            else f"'{out}' exists, is not empty and holds no samebits manifest; choose another OUT_DIR"
         )
     return has_manifest
 

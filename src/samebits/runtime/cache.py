@@ -17,7 +17,7 @@ import torch
 
 from samebits._version import __version__
 from samebits.errors import UserError
-from samebits.files import atomic_write, owned_entry, sha256_file, tree_bytes
+from samebits.files import atomic_write, folder_state, owned_entry, sha256_file, tree_bytes
 
 
 def _home_cache() -> Path:
@@ -132,14 +132,15 @@ class ArtifactCache:
     # -- writing --------------------------------------------------------------------------------
     def ensure(self) -> None:
         """Make the folder a cache (marker and all), or refuse a foreign, non-empty one."""
-        if self.is_cache:
+        state = folder_state(self.folder, MARKER)
+        if state == "mine":
             return
-        if self.folder.exists() and not self.folder.is_dir():
-            raise CacheError(f"cache folder {self.folder} is a file; pass a folder (cache_dir=..., --cache-dir)")
+        if state in ("file", "broken link"):
+            raise CacheError(f"cache folder {self.folder} is a {state}; pass a folder (cache_dir=..., --cache-dir)")
         adopt = (
             self.folder.resolve() == _home_cache().resolve()
         )  # the folder named for samebits (a cache from before markers)
-        if self.folder.is_dir() and any(self.folder.iterdir()) and not adopt:
+        if state == "foreign" and not adopt:
             raise CacheError(
                 f"{self.folder} is not empty and is not a samebits cache (no {MARKER} marker); choose a new or empty folder for the cache"
             )
