@@ -38,16 +38,20 @@ class ModelInputs:
         deadline.feed()  # progress, for the CLI's hang watchdog
         return out
 
-    def as_tree(self) -> dict[str, Any]:
-        """The inputs as one nested object, for flattening and digests."""
-        return {"args": list(self.args), "kwargs": self.kwargs}
-
     def named(self) -> dict[str, Any]:
-        """The arguments by flat name (``args.N``, ``kwargs.NAME``), as a safetensors file holds them."""
+        """The arguments by name (``args.N``, ``kwargs.NAME``): the one path scheme of inputs, as a
+        safetensors file holds them and as :meth:`leaves` extends it into nested arguments."""
         return {
             **{f"args.{i}": a for i, a in enumerate(self.args)},
             **{f"kwargs.{k}": v for k, v in self.kwargs.items()},
         }
+
+    def leaves(self) -> dict[str, Any]:
+        """Every leaf of every argument by path: its name (:meth:`named`), then its path inside a
+        nested argument (``kwargs.past[0].keys``)."""
+        from samebits.tensors.tree import flatten
+
+        return {name + sub: leaf for name, value in self.named().items() for sub, leaf in flatten(value).items()}
 
     @classmethod
     def from_named(cls, values: dict[str, Any]) -> ModelInputs:

@@ -48,11 +48,7 @@ DEFAULT_MAX_BATCH = 256
 
 
 def _shapes(inputs: ModelInputs) -> list[Any]:
-    return [
-        (p, str(t.dtype), list(t.shape))
-        for p, t in tree.flatten(inputs.as_tree()).items()
-        if isinstance(t, torch.Tensor)
-    ]
+    return [(p, str(t.dtype), list(t.shape)) for p, t in inputs.leaves().items() if isinstance(t, torch.Tensor)]
 
 
 class Predictor:
@@ -251,7 +247,7 @@ class Predictor:
             self.model,
             {
                 "kind": "calibration",
-                "version": 4,  # 3: the shared measurement (first, middle, last position); 4: timed forwards
+                "version": 5,  # 3: the shared measurement; 4: timed forwards; 5: inputs named as ModelInputs.leaves()
                 "dynamic_batch": self._dynamic,
                 "backend": self.backend,
                 "candidates": candidates,
