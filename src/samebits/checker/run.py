@@ -131,7 +131,7 @@ def check(
     hookable = loaded.hookable
     predictor = None
     if opts.runtime:
-        from samebits.runtime.predictor import parse_runtime, runtime_model
+        from samebits.runtime.as_model import parse_runtime, runtime_model
 
         parse_runtime(opts.runtime)
         say(f"building the {opts.runtime} runtime")

@@ -77,7 +77,7 @@ def through_runtime(loaded: LoadedModel, inputs: ModelInputs, runtime: str | Non
     if runtime is None:
         yield loaded
         return
-    from samebits.runtime.predictor import parse_runtime, runtime_model
+    from samebits.runtime.as_model import parse_runtime, runtime_model
 
     parse_runtime(runtime)
     wrapped = runtime_model(loaded.model, inputs, runtime)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import resource
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -108,3 +109,25 @@ def peak_of(run: Any, device: str = "cpu") -> float:
     rss = rss_mb()
     run()
     return max(0.0, peak_mb() - rss)
+
+
+def largest_batch(
+    model: Any, batch_at: Callable[[int], ModelInputs], budget_mb: float, device: str, limit: int = 4096
+) -> tuple[int, dict[int, float]]:
+    """(the largest power-of-two batch whose forward adds at most ``budget_mb`` to the peak
+    (CUDA: the largest that does not run out of memory, the cache emptied after), the peak
+    measured at each size tried)."""
+    measured: dict[int, float] = {}
+    best, size = 1, 1
+    while size <= limit:
+        batch = batch_at(size)
+        try:
+            with torch.inference_mode():
+                measured[size] = round(peak_of(lambda: batch.call(model), device), 2)
+        except torch.cuda.OutOfMemoryError:
+            torch.cuda.empty_cache()
+            break
+        if measured[size] > budget_mb:
+            break
+        best, size = size, size * 2
+    return best, measured

@@ -21,8 +21,8 @@ from samebits.errors import UserError, first_line
 from samebits.measure.timing import interleaved_times
 from samebits.runtime.backends import REGISTRY
 from samebits.runtime.cache import ArtifactCache
-from samebits.runtime.invariance import bits_against, candidate_sizes
-from samebits.runtime.plan import Difference
+from samebits.runtime.invariance import Invariance, bits_against, candidate_sizes
+from samebits.runtime.plan import Difference, Validation
 from samebits.tensors import tree
 
 if TYPE_CHECKING:
@@ -85,6 +85,23 @@ class AutoPlan:
             )
         except (KeyError, TypeError, ValueError, AttributeError):
             return None
+
+    def invariance(self, invariant: bool) -> Invariance:
+        """The verified sizes this plan runs (every size a chosen backend verified), as the
+        Predictor reports them."""
+        sizes = sorted(self.backend_by_size) if invariant else []
+        scheme = ("tile" if len(sizes) == 1 else "class") if invariant else "off"
+        measured = {
+            "forward_seconds": {str(s): t for s, t in self.forward_seconds.items()},
+            "backend_by_size": {str(s): b for s, b in self.backend_by_size.items()},
+            "auto": True,
+        }
+        return Invariance(scheme, sizes, measured, self.seconds)
+
+    def validation(self) -> Validation:
+        """The chosen backends against eager: the one that drifts (only where allowed), else identical."""
+        drifting = [self.drift[b] for b in self.chosen if b != "eager" and not self.drift[b].identical]
+        return Validation("auto", drifting[0] if drifting else Difference(True), by_backend=self.drift)
 
     def describe(self) -> str:
         """One line: which backend runs which sizes, and what was left out and why."""
@@ -172,6 +189,31 @@ def choose(
             ):
                 by_size, seconds = dict.fromkeys(t, backend), dict(t)
     return by_size, seconds
+
+
+def plan_key(owner: Predictor, names: tuple[str, ...], allow_drift: bool) -> str:
+    """What a cached plan is valid for: the model, the candidates and their package versions,
+    the invariance settings, the sample's shapes, the bit-relevant environment, the device."""
+    from samebits.fingerprint.diff import bit_relevant_digest
+    from samebits.runtime.artifacts import input_shapes
+    from samebits.runtime.backends import backend_versions
+    from samebits.runtime.cache import artifact_key
+
+    return artifact_key(
+        owner.model,
+        {
+            "kind": "auto-plan",
+            "version": 1,
+            "candidates": [[b, backend_versions(b)] for b in names],
+            "invariant": owner.invariant,
+            "tile": owner.tile,
+            "max_batch_size": owner.max_batch_size,
+            "sample": input_shapes(owner.sample) if owner.sample is not None else None,
+            "environment": bit_relevant_digest(owner.fingerprint),
+            "allow_backend_drift": allow_drift,
+            "device": owner.device,
+        },
+    )
 
 
 def plan_auto(

@@ -14,7 +14,7 @@ ENTRY = "samebits.runtime.child"  # what ChildRunner(entry=...) runs for jobs th
 def _wrap(model: Any, inputs: Any, job: dict[str, Any]) -> Any:
     if not job.get("runtime"):
         return model
-    from samebits.runtime.predictor import runtime_model
+    from samebits.runtime.as_model import runtime_model
 
     return runtime_model(model, inputs, job["runtime"])
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import statistics
 from collections.abc import Callable
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 from samebits.models.inputs import ModelInputs
 from samebits.measure.invariance import measure_batch_invariance
 from samebits.measure.timing import interleaved_times
+from samebits.runtime.cache import ArtifactCache
 from samebits.runtime.plan import Difference
 
 
@@ -167,3 +169,29 @@ def calibrate(
     }
     scheme = "tile" if len(chosen) == 1 else "class"
     return Invariance(scheme, sorted(chosen), details, measured.seconds)
+
+
+def cached_calibration(store: ArtifactCache, key: str, measure: Callable[[], Invariance]) -> Invariance:
+    """The calibration cached under ``key`` (marked ``cached``), else ``measure()``'s, cached
+    where the cache can be written; a corrupt or planted entry is measured again (with a warning)."""
+    name = f"calibration-{key}.json"
+    data = store.read_json(name)
+    if data is not None and {"scheme", "sizes", "measured", "seconds"} <= set(data):
+        return Invariance(data["scheme"], data["sizes"], {**data["measured"], "cached": True}, data["seconds"])
+    inv = measure()
+    if store.writable or not store.is_cache:
+        store.build_once(name, lambda tmp: tmp.write_text(json.dumps(inv.to_dict())), kind="calibration")
+    return inv
+
+
+def over_budget(inv: Invariance, candidates: list[int], budget: float) -> str | None:
+    """What to say when a calibration measured here took longer than its budget."""
+    if "cached" in inv.measured or inv.seconds <= budget:
+        return None
+    costs = inv.measured.get("seconds_by_size") or {}
+    top = max((int(k) for k in costs), default=0)
+    return (
+        f"calibration measured every batch size up to {max(candidates)} in {inv.seconds:.1f} s, over its {budget:g} s budget "
+        f"(size {top} alone took {float(costs.get(top, costs.get(str(top), 0.0))):.2f} s); it is cached now, and a smaller "
+        "max_batch_size calibrates faster"
+    )

@@ -3,8 +3,9 @@ batch a sample arrives in (measured, never assumed)."""
 
 from __future__ import annotations
 
-import json
+import itertools
 import os
+import sys
 import threading
 import warnings
 import weakref
@@ -15,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from samebits.errors import UserError, first_line
+from samebits.errors import UserError
 from samebits.fingerprint.diff import bit_relevant_digest
 from samebits.models import ModelInputs
 from samebits.models.target import as_loaded, eval_mode, inputs_for
 from samebits.runtime.cache import ArtifactCache, artifact_key, default_cache_dir
-from samebits.runtime.backends import BACKENDS, BackendUnavailable, backend_versions, build
+from samebits.runtime.backends import BACKENDS
 from samebits.runtime.backends import backend as registered
 from samebits.measure.batching import (
     batch_size_of,
@@ -36,8 +37,17 @@ from samebits.measure.batching import (
 )
 from samebits.measure.prepare import prepare
 from samebits.determinism.shared import acquire_profile, release_profile
-from samebits.runtime.invariance import Invariance, bits_against, calibrate, candidate_sizes, time_forwards
-from samebits.runtime.plan import Artifact, Difference, MemoryPlan, Plan, Validation
+from samebits.runtime.invariance import (
+    Invariance,
+    bits_against,
+    cached_calibration,
+    calibrate,
+    candidate_sizes,
+    over_budget,
+    time_forwards,
+)
+from samebits.runtime.artifacts import Runners, input_shapes
+from samebits.runtime.plan import Difference, MemoryPlan, Plan, Validation
 from samebits.tensors import tree
 
 if TYPE_CHECKING:
@@ -45,10 +55,6 @@ if TYPE_CHECKING:
     from samebits.runtime.generate import Generation, TileGenerator
 
 DEFAULT_MAX_BATCH = 256
-
-
-def _shapes(inputs: ModelInputs) -> list[Any]:
-    return [(p, str(t.dtype), list(t.shape)) for p, t in inputs.leaves().items() if isinstance(t, torch.Tensor)]
 
 
 class Predictor:
@@ -119,13 +125,13 @@ class Predictor:
             self.model, self._example = prepare(model, example, device, dtype)
             if isinstance(self.model, nn.Module):
                 eval_mode(self.model).requires_grad_(False)
-            self._runners: dict[int, Any] = {}
             # Export once with a dynamic batch dim where it can work: not for a list input (images),
             # whose length torch.export cannot make dynamic; those get one file per batch size.
-            self._dynamic = backend == "onnxruntime" and not any(
+            dynamic = backend == "onnxruntime" and not any(
                 isinstance(a, list) for a in [*self._example.args, *self._example.kwargs.values()]
             )
-            self.artifacts: dict[int, Artifact] = {}
+            self._runners = Runners(backend, self.model, self.example_at, self.cache_dir, device, dynamic)
+            self.artifacts = self._runners.artifacts  # by batch size: each compiled file, built here or loaded
             self._sample = take_sample(self._example, 0) if batch_size_of(self._example) is not None else None
             self.memory: MemoryPlan | None = None
             self.notes: list[str] = []  # what the user should know about this predictor's plan
@@ -134,7 +140,7 @@ class Predictor:
                 self.max_batch_size: int = self.memory.max_batch_size
             else:
                 self.max_batch_size = max_batch_size or tile or DEFAULT_MAX_BATCH  # type: ignore[assignment]
-            self._invariant, self._tile = invariant, tile
+            self.invariant, self.tile = invariant, tile
             self.members: dict[str, Predictor] = {}  # backend="auto": one Predictor per backend it runs
             self.auto: AutoPlan | None = None
             if backend == "auto":
@@ -158,6 +164,11 @@ class Predictor:
 
     # -- setup -------------------------------------------------------------------------------
     @property
+    def sample(self) -> ModelInputs | None:
+        """The example's first sample (one row), or ``None`` where its inputs have no batch dim."""
+        return self._sample
+
+    @property
     def example(self) -> ModelInputs:
         """The example inputs the predictor calibrated on, on its device."""
         return self._example
@@ -168,73 +179,14 @@ class Predictor:
         gen = torch.Generator().manual_seed(self.seed)
         return concat_batches([self._sample, *[random_neighbour(self._sample, gen) for _ in range(size - 1)]])
 
-    def _runner(self, size: int | None) -> Any:
-        if self.backend == "eager" or size is None:
-            return self.model
-        slot = 0 if self._dynamic else size  # a dynamic-batch artifact serves every size
-        if slot not in self._runners:
-            # A dynamic batch is exported from a batch of 2 or more: torch.export specialises a dim of size 1.
-            example = self.example_at(max(size, 2) if self._dynamic else size)
-            shapes = [(p, d, ["N", *s[1:]] if self._dynamic else s) for p, d, s in _shapes(example)]
-            key = artifact_key(
-                self.model,
-                {
-                    "backend": self.backend,
-                    "versions": backend_versions(self.backend),
-                    "shapes": shapes,
-                    "device": self.device,
-                    "dynamic_batch": self._dynamic,
-                },
-            )
-            try:  # idle ONNX Runtime threads would spin and slow everything else: spinning off
-                built = build(
-                    self.backend,
-                    self.model,
-                    example,
-                    self.cache_dir,
-                    key,
-                    device=self.device,
-                    spinning=False,
-                    dynamic_batch=self._dynamic,
-                )
-            except BackendUnavailable:
-                if not self._dynamic:
-                    raise
-                self._dynamic = False  # the model does not export with a dynamic batch: one file per size
-                return self._runner(size)
-            except UserError:
-                raise
-            except Exception as exc:
-                raise BackendUnavailable(
-                    f"the {self.backend} backend could not be built for this model: {first_line(exc, with_type=True)}"
-                ) from exc
-            self._runners[slot] = built.runner
-            self.artifacts[size] = Artifact(
-                str(built.artifact) if built.artifact else None, built.built_here, built.log
-            )
-        return self._runners[slot]
-
-    def _auto_max_batch(self, budget_mb: float | None, limit: int = 4096) -> MemoryPlan:
-        """The largest power-of-two batch whose forward fits the memory budget (CUDA: the
-        largest that does not run out of memory, backing off and emptying the cache)."""
-        from samebits.measure.memory import default_memory_cap_mb, peak_of
+    def _auto_max_batch(self, budget_mb: float | None) -> MemoryPlan:
+        """The largest power-of-two batch whose forward fits the memory budget."""
+        from samebits.measure.memory import default_memory_cap_mb, largest_batch
 
         if self._sample is None:
             raise UserError("max_batch_size='auto' needs inputs with a batch dimension")
         budget = budget_mb or default_memory_cap_mb()
-        measured: dict[int, float] = {}
-        best, size = 1, 1
-        while size <= limit:
-            batch = self.example_at(size)
-            try:
-                with torch.inference_mode():
-                    measured[size] = round(peak_of(lambda: batch.call(self.model), self.device), 2)
-            except torch.cuda.OutOfMemoryError:
-                torch.cuda.empty_cache()
-                break
-            if measured[size] > budget:
-                break
-            best, size = size, size * 2
+        best, measured = largest_batch(self.model, self.example_at, budget, self.device)
         return MemoryPlan(best, round(budget, 1), measured)
 
     def _invariance(self, invariant: bool, tile: int | None, budget: float) -> Invariance:
@@ -248,34 +200,25 @@ class Predictor:
             {
                 "kind": "calibration",
                 "version": 5,  # 3: the shared measurement; 4: timed forwards; 5: inputs named as ModelInputs.leaves()
-                "dynamic_batch": self._dynamic,
+                "dynamic_batch": self._runners.dynamic,
                 "backend": self.backend,
                 "candidates": candidates,
-                "sample": _shapes(self._sample),
+                "sample": input_shapes(self._sample),
                 "environment": bit_relevant_digest(self.fingerprint),
             },
         )
         self.calibration_key = key  # what else is measured for this plan can be cached under it
-        store, name = ArtifactCache(self.cache_dir), f"calibration-{key}.json"
-        data = store.read_json(name)
-        if data is not None and {"scheme", "sizes", "measured", "seconds"} <= set(data):
-            inv = Invariance(data["scheme"], data["sizes"], {**data["measured"], "cached": True}, data["seconds"])
-        else:  # missing, or corrupt (then rebuilt, with a warning)
-            self._runner(candidates[0])  # build (or load) the artifact before the calibration is timed
-            inv = calibrate(
-                lambda batch: self.run_at(batch, batch_size_of(batch)), self._sample, candidates, seed=self.seed
-            )
+        sample = self._sample
+
+        def measure() -> Invariance:
+            self._runners.at(candidates[0])  # build (or load) the artifact before the calibration is timed
+            inv = calibrate(lambda batch: self.run_at(batch, batch_size_of(batch)), sample, candidates, seed=self.seed)
             inv.measured["forward_seconds"] = self._time_forwards(inv, budget)
-            if store.writable or not store.is_cache:
-                store.build_once(name, lambda tmp: tmp.write_text(json.dumps(inv.to_dict())), kind="calibration")
-        if "cached" not in inv.measured and inv.seconds > budget:
-            costs = inv.measured.get("seconds_by_size") or {}
-            top = max((int(k) for k in costs), default=0)
-            note = (
-                f"calibration measured every batch size up to {max(candidates)} in {inv.seconds:.1f} s, over its {budget:g} s budget "
-                f"(size {top} alone took {float(costs.get(top, costs.get(str(top), 0.0))):.2f} s); it is cached now, and a smaller "
-                "max_batch_size calibrates faster"
-            )
+            return inv
+
+        inv = cached_calibration(ArtifactCache(self.cache_dir), key, measure)
+        note = over_budget(inv, candidates, budget)
+        if note is not None:
             self.notes.append(note)
             warnings.warn(note, stacklevel=3)
         if tile and inv.sizes != [tile]:
@@ -295,8 +238,8 @@ class Predictor:
             self.model,
             device=self.device,
             backend=backend,
-            invariant=self._invariant,
-            tile=self._tile,
+            invariant=self.invariant,
+            tile=self.tile,
             max_batch_size=self.max_batch_size,
             deterministic=False,  # the profile is this predictor's
             cache_dir=self.cache_dir,
@@ -311,33 +254,11 @@ class Predictor:
         from samebits.runtime import auto
 
         names = auto.candidates_for(self.device, asked)
-        self.calibration_key = artifact_key(
-            self.model,
-            {
-                "kind": "auto-plan",
-                "version": 1,
-                "candidates": [[b, backend_versions(b)] for b in names],
-                "invariant": self._invariant,
-                "tile": self._tile,
-                "max_batch_size": self.max_batch_size,
-                "sample": _shapes(self._sample) if self._sample is not None else None,
-                "environment": bit_relevant_digest(self.fingerprint),
-                "allow_backend_drift": allow_drift,
-                "device": self.device,
-            },
-        )
-        plan, self.members = auto.plan_auto(self, names, self.calibration_key, budget, allow_drift)
-        self.auto = plan
-        sizes = sorted(plan.backend_by_size) if self._invariant else []
-        scheme = ("tile" if len(sizes) == 1 else "class") if self._invariant else "off"
-        measured = {
-            "forward_seconds": {str(s): t for s, t in plan.forward_seconds.items()},
-            "backend_by_size": {str(s): b for s, b in plan.backend_by_size.items()},
-        }
-        self.invariance = Invariance(scheme, sizes, {**measured, "auto": True}, plan.seconds)
-        self.notes += [plan.describe(), *self.invariance.notes()]
-        drifting = [plan.drift[b] for b in plan.chosen if b != "eager" and not plan.drift[b].identical]
-        self.validation = Validation("auto", drifting[0] if drifting else Difference(True), by_backend=plan.drift)
+        self.calibration_key = auto.plan_key(self, names, allow_drift)
+        self.auto, self.members = auto.plan_auto(self, names, self.calibration_key, budget, allow_drift)
+        self.invariance = self.auto.invariance(self.invariant)
+        self.notes += [self.auto.describe(), *self.invariance.notes()]
+        self.validation = self.auto.validation()
 
     def _time_forwards(self, inv: Invariance, budget: float) -> dict[int, float]:
         """One forward timed at every verified size, at 1 row and at the largest size tried (what
@@ -366,7 +287,7 @@ class Predictor:
         if self.members:
             return self.members[self._backend_at(size)].run_at(batch, size)
         with torch.inference_mode():
-            return batch.call(self._runner(size))
+            return batch.call(self._runners.at(size))
 
     def _backend_at(self, size: int | None) -> str:
         """backend="auto": the backend chosen for ``size`` (an unmeasured size, which only
@@ -471,19 +392,15 @@ class Predictor:
         size = batch_size or (self.invariance.sizes[-1] if self.invariance.sizes else self.max_batch_size)
         pending: list[ModelInputs] = []
         done = 0
-        bar = _progress() if progress else None
-        for sample in samples:
-            pending.append(self._prepare(sample))
-            if len(pending) == size:
+        for sample in itertools.chain(samples, [None]):  # None: the end, where the last partial batch runs
+            if sample is not None:
+                pending.append(self._prepare(sample))
+            if pending and (len(pending) == size or sample is None):
                 yield from self._flush(pending)
                 done += len(pending)
                 pending = []
-                if bar:
-                    bar(done)
-        if pending:
-            yield from self._flush(pending)
-            if bar:
-                bar(done + len(pending))
+                if progress:
+                    print(f"\rsamebits: {done} samples", end="", file=sys.stderr, flush=True)
 
     def _flush(self, pending: list[ModelInputs]) -> Iterator[Any]:
         out = self._forward(self._batch_of(pending))
@@ -501,39 +418,3 @@ class Predictor:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-
-def _progress() -> Any:
-    import sys
-
-    def show(done: int) -> None:
-        print(f"\rsamebits: {done} samples", end="", file=sys.stderr, flush=True)
-
-    return show
-
-
-class PredictorModel:
-    """A Predictor as a callable model whose calls go through :meth:`Predictor.predict`; this is
-    how ``samebits check --runtime predictor`` runs its axes."""
-
-    def __init__(self, predictor: Predictor) -> None:
-        self.predictor = predictor
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.predictor.predict(ModelInputs(args, kwargs))
-
-
-def parse_runtime(runtime: str) -> str:
-    """``predictor`` or ``predictor:BACKEND`` -> the backend name."""
-    kind, _, backend = runtime.partition(":")
-    if kind != "predictor":
-        raise UserError(f"unknown runtime '{runtime}'; use predictor or predictor:BACKEND ({', '.join(BACKENDS)})")
-    backend = backend or "eager"
-    if backend != "auto" and backend not in BACKENDS:
-        raise UserError(f"unknown backend '{backend}' in --runtime; choose from {', '.join(BACKENDS)} or auto")
-    return backend
-
-
-def runtime_model(model: Any, inputs: ModelInputs, runtime: str, cache_dir: str | None = None) -> PredictorModel:
-    """Wrap ``model`` in a Predictor for ``runtime`` (``predictor[:BACKEND]``)."""
-    return PredictorModel(Predictor(model, backend=parse_runtime(runtime), example_inputs=inputs, cache_dir=cache_dir))
