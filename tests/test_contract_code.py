@@ -218,16 +218,21 @@ def evasion(pt2: Path, tmp_path: Path, case: str) -> tuple[Path, Path, str]:
     return write_archive(tmp_path / "evil.pt2", root, make(entries, marker)), marker, fragment
 
 
-def test_a_crafted_pt2_really_runs_code_in_torch_export_load(tmp_path, pt2):
-    """The threat is real: torch.export.load alone unpickles the crafted entry."""
-    marker = tmp_path / "ran"
-    evil = craft(pt2, tmp_path / "evil.pt2", _pickled_weight(marker))
+def torch_export_load(path: Path) -> None:
+    """``torch.export.load(path)`` in a fresh interpreter (whatever it raises)."""
     subprocess.run(
-        [sys.executable, "-c", f"import torch; torch.export.load({str(evil)!r})"],
+        [sys.executable, "-c", f"import torch; torch.export.load({str(path)!r})"],
         capture_output=True,
         timeout=120,
         env=scrubbed_env(),
     )
+
+
+def test_a_crafted_pt2_really_runs_code_in_torch_export_load(tmp_path, pt2):
+    """The threat is real: torch.export.load alone unpickles the crafted entry."""
+    marker = tmp_path / "ran"
+    evil = craft(pt2, tmp_path / "evil.pt2", _pickled_weight(marker))
+    torch_export_load(evil)
     assert marker.exists()
 
 
@@ -245,12 +250,7 @@ def test_a_crafted_pt2_model_is_refused_and_runs_nothing(tmp_path, pt2, case):
 def test_each_evasion_really_runs_code_in_torch_export_load(tmp_path, pt2, case):
     """The evasions the scan used to miss are real: torch.export.load alone runs the payload."""
     evil, marker, _ = evasion(pt2, tmp_path, case)
-    subprocess.run(
-        [sys.executable, "-c", f"import torch; torch.export.load({str(evil)!r})"],
-        capture_output=True,
-        timeout=120,
-        env=scrubbed_env(),
-    )
+    torch_export_load(evil)
     assert marker.exists()
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from samebits import deadline
 from samebits.errors import UserError
 from samebits.models.inputs import ModelInputs
-from samebits.runtime.backends.base import Backend, BackendUnavailable, Built, ExportFailed
+from samebits.runtime.backends.base import Backend, BackendUnavailable, Built, BuildJob, ExportFailed
 from samebits.runtime.backends.capture import Captured, quiet
 from samebits.runtime.backends.native import Compile, Eager, Export, TorchScript
 from samebits.runtime.backends.onnx import OnnxRuntime
@@ -27,6 +27,7 @@ __all__ = [
     "REGISTRY",
     "Backend",
     "BackendUnavailable",
+    "BuildJob",
     "Built",
     "Captured",
     "ExportFailed",
@@ -67,8 +68,9 @@ def build(
     """A runner for ``model`` through backend ``name``; artifacts go to ``folder/<name>-<key>.*``.
     What the exporters and compilers print meanwhile is captured into ``Built.log``."""
     chosen = backend(name)
+    job = BuildJob(model, example, folder, key, threads, spinning, dynamic_batch)
     if name == "eager":
-        return chosen.build(model, example, folder, key, threads, spinning, dynamic_batch)
+        return chosen.build(job)
     if example.kwargs and not chosen.keyword_inputs:
         raise BackendUnavailable(f"the {name} backend takes positional inputs only; this model's inputs have keywords")
     reason = chosen.unavailable(device)
@@ -79,7 +81,7 @@ def build(
     before = precision.read_state()
     with quiet() as captured, deadline.paused():  # building is not a forward: no hang watchdog meanwhile
         try:
-            built = chosen.build(model, example, folder, key, threads, spinning, dynamic_batch)
+            built = chosen.build(job)
         finally:  # torch.export saves and puts back cuDNN's TF32 switch through the legacy API,
             if precision.read_state() != before:  # which resets cudnn.conv/rnn.fp32_precision
                 precision.restore(before)

@@ -30,6 +30,21 @@ class Built:
     log: dict[str, Any] = dataclasses.field(default_factory=dict)  # what third-party code printed meanwhile
 
 
+@dataclasses.dataclass(frozen=True)
+class BuildJob:
+    """What a backend builds: ``model`` on ``example`` (its shapes), into ``folder`` under files
+    named ``<backend>-<key>.*``; ``threads`` and ``spinning`` for backends with their own thread
+    pool; ``dynamic_batch``: one artifact for every batch size, where the backend can."""
+
+    model: Any
+    example: ModelInputs
+    folder: Path
+    key: str
+    threads: int | None = None
+    spinning: bool = True
+    dynamic_batch: bool = False
+
+
 class Backend:
     """One backend. Subclasses set the facts as class attributes and implement :meth:`build`
     (and :meth:`unavailable` where the backend needs something this machine may lack)."""
@@ -55,17 +70,8 @@ class Backend:
                 out[package] = importlib.metadata.version(package)
         return out
 
-    def build(
-        self,
-        model: Any,
-        example: ModelInputs,
-        folder: Path,
-        key: str,
-        threads: int | None,
-        spinning: bool,
-        dynamic_batch: bool,
-    ) -> Built:
-        """A runner for ``model``; artifacts go to ``folder/<name>-<key>.*``."""
+    def build(self, job: BuildJob) -> Built:
+        """A runner for ``job.model``; artifacts go to ``job.folder/<name>-<key>.*``."""
         raise NotImplementedError
 
 

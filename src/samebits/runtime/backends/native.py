@@ -4,50 +4,30 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from samebits.models.inputs import ModelInputs
-from samebits.runtime.backends.base import Backend, Built
+from samebits.runtime.backends.base import Backend, Built, BuildJob
 
 
 class Eager(Backend):
     name = "eager"
 
-    def build(
-        self,
-        model: Any,
-        example: ModelInputs,
-        folder: Path,
-        key: str,
-        threads: int | None,
-        spinning: bool,
-        dynamic_batch: bool,
-    ) -> Built:
-        return Built(model)
+    def build(self, job: BuildJob) -> Built:
+        return Built(job.model)
 
 
 class TorchScript(Backend):
     name = "torchscript"
     keyword_inputs = False
 
-    def build(
-        self,
-        model: Any,
-        example: ModelInputs,
-        folder: Path,
-        key: str,
-        threads: int | None,
-        spinning: bool,
-        dynamic_batch: bool,
-    ) -> Built:
+    def build(self, job: BuildJob) -> Built:
         from samebits.runtime.cache import build_once
 
-        path = folder / f"torchscript-{key}.pt"
+        path = job.folder / f"torchscript-{job.key}.pt"
         built = build_once(
-            path, lambda tmp: torch.jit.trace(model, example.args, check_trace=False).save(str(tmp)), code=True
+            path, lambda tmp: torch.jit.trace(job.model, job.example.args, check_trace=False).save(str(tmp)), code=True
         )  # TorchScript can unpickle code
         return Built(torch.jit.load(str(path)), path, built)
 
@@ -55,22 +35,13 @@ class TorchScript(Backend):
 class Export(Backend):
     name = "export"
 
-    def build(
-        self,
-        model: Any,
-        example: ModelInputs,
-        folder: Path,
-        key: str,
-        threads: int | None,
-        spinning: bool,
-        dynamic_batch: bool,
-    ) -> Built:
+    def build(self, job: BuildJob) -> Built:
         from samebits.models.pt2_archive import load_exported
         from samebits.runtime.cache import build_once
 
-        path = folder / f"export-{key}.pt2"
+        path, example = job.folder / f"export-{job.key}.pt2", job.example
         built = build_once(
-            path, lambda tmp: torch.export.save(torch.export.export(model, example.args, example.kwargs), str(tmp))
+            path, lambda tmp: torch.export.save(torch.export.export(job.model, example.args, example.kwargs), str(tmp))
         )
         return Built(load_exported(path).module(), path, built)
 
@@ -89,25 +60,16 @@ class Compile(Backend):
             return "torch.compile on CPU needs a C++ compiler at run time, and none is on PATH"
         return super().unavailable(device)
 
-    def build(
-        self,
-        model: Any,
-        example: ModelInputs,
-        folder: Path,
-        key: str,
-        threads: int | None,
-        spinning: bool,
-        dynamic_batch: bool,
-    ) -> Built:
+    def build(self, job: BuildJob) -> Built:
         from samebits.runtime.cache import ArtifactCache, CacheError
 
-        store = ArtifactCache(folder)
+        store = ArtifactCache(job.folder)
         if reason := store.untrusted_reason():
             raise CacheError(
                 f"{reason}: samebits does not load inductor's compiled kernels from it; chmod go-w it or pass another cache_dir"
             )
         cache = store.record_folder("inductor")
-        compiled = torch.compile(model, dynamic=False)
+        compiled = torch.compile(job.model, dynamic=False)
         try:
             from torch._inductor.runtime.cache_dir_utils import temporary_cache_dir
 
@@ -115,5 +77,5 @@ class Compile(Backend):
         except ImportError:  # private API: without it the compile cache stays where torch puts it
             cache_dir = contextlib.nullcontext()
         with cache_dir, torch.inference_mode():
-            compiled(*example.args, **example.kwargs)
+            compiled(*job.example.args, **job.example.kwargs)
         return Built(compiled, cache)

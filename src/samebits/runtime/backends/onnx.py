@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from samebits.models.inputs import ModelInputs
-from samebits.runtime.backends.base import Backend, BackendUnavailable, Built, ExportFailed, export_reason
+from samebits.runtime.backends.base import Backend, BackendUnavailable, Built, BuildJob, ExportFailed, export_reason
 from samebits.tensors import tree
 
 
@@ -85,27 +85,19 @@ class OnnxRuntime(Backend):
             return "the onnxruntime backend needs onnxruntime and onnxscript: pip install 'samebits[onnx]'"
         return super().unavailable(device)
 
-    def build(
-        self,
-        model: Any,
-        example: ModelInputs,
-        folder: Path,
-        key: str,
-        threads: int | None,
-        spinning: bool,
-        dynamic_batch: bool,
-    ) -> Built:
+    def build(self, job: BuildJob) -> Built:
         import onnxruntime as ort
 
         from samebits.models.spec import OnnxModel
         from samebits.runtime.cache import build_once
 
-        exported = folder / f"onnx-{key}.onnx"
-        optimized = folder / f"onnxruntime-{key}.ort.onnx"
+        model, example = job.model, job.example
+        exported = job.folder / f"onnx-{job.key}.onnx"
+        optimized = job.folder / f"onnxruntime-{job.key}.ort.onnx"
 
         def export(tmp: Path) -> None:
             # One file for every batch size: dim 0 of each tensor argument is "batch".
-            dynamic = _batch_dims(model, example) if dynamic_batch else None
+            dynamic = _batch_dims(model, example) if job.dynamic_batch else None
             try:
                 torch.onnx.export(
                     model,
@@ -129,5 +121,6 @@ class OnnxRuntime(Backend):
 
         built = build_once(exported, export)
         built = build_once(optimized, optimize) or built
-        session = OnnxModel(optimized, threads=threads or torch.get_num_threads(), spinning=spinning, optimize=False)
+        threads = job.threads or torch.get_num_threads()
+        session = OnnxModel(optimized, threads=threads, spinning=job.spinning, optimize=False)
         return Built(StructuredOnnx(session, model, example), optimized, built)

@@ -8,8 +8,7 @@ from typing import Any
 
 import torch
 
-from samebits.models.inputs import ModelInputs
-from samebits.runtime.backends.base import Backend, BackendUnavailable, Built
+from samebits.runtime.backends.base import Backend, BackendUnavailable, Built, BuildJob
 
 
 class TensorRT(Backend):
@@ -22,19 +21,12 @@ class TensorRT(Backend):
     keyword_inputs = False
     cuda_only = True
 
-    def build(
-        self,
-        model: Any,
-        example: ModelInputs,
-        folder: Path,
-        key: str,
-        threads: int | None,
-        spinning: bool,
-        dynamic_batch: bool,
-    ) -> Built:
+    def build(self, job: BuildJob) -> Built:
         import inspect
 
         from samebits.runtime.cache import build_once
+
+        model, example, folder, key = job.model, job.example, job.folder, job.key
 
         try:
             import torch_tensorrt
