@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -17,6 +16,7 @@ from samebits.errors import UserError, first_line
 from samebits.models.inputs import ModelInputs
 from samebits.tensors import tree
 from samebits.rules.causes import fix_of
+from samebits.environ import environ_kept
 
 
 class ForwardError(UserError):
@@ -84,18 +84,9 @@ def check_forward(model: Any, inputs: ModelInputs, *, need_tensor: bool = False)
 TORCH_SET_ENV = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 
 
-@contextlib.contextmanager
-def torch_env_kept() -> Iterator[None]:
+def torch_env_kept() -> contextlib.AbstractContextManager[None]:
     """Put back :data:`TORCH_SET_ENV` as they were when the block began."""
-    before = {k: os.environ.get(k) for k in TORCH_SET_ENV}
-    try:
-        yield
-    finally:
-        for key, value in before.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    return environ_kept(*TORCH_SET_ENV)
 
 
 @contextlib.contextmanager

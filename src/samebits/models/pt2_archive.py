@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from samebits.environ import environ_kept
 from samebits.errors import SpecError, first_line
 
 _NOT_A_PROGRAM = "is not a torch.export program ({}); save one with torch.export.save"
@@ -141,18 +142,10 @@ def _scan_config(archive: _Archive, name: str, folder: str, constants: Any) -> N
 def _weights_only() -> Iterator[None]:
     """Every ``torch.load`` in this process loads tensors only while the block runs (torch
     reads ``TORCH_FORCE_WEIGHTS_ONLY_LOAD`` at each call); the variables are put back after."""
-    keys = ("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD")
-    before = {k: os.environ.get(k) for k in keys}
-    os.environ["TORCH_FORCE_WEIGHTS_ONLY_LOAD"] = "1"
-    os.environ.pop("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", None)
-    try:
+    with environ_kept("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"):
+        os.environ["TORCH_FORCE_WEIGHTS_ONLY_LOAD"] = "1"
+        os.environ.pop("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", None)
         yield
-    finally:
-        for k, v in before.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def load_exported(path: str | os.PathLike[str]) -> Any:
