@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import signal
 import time
 
@@ -103,3 +104,36 @@ class SignalInFinaliser(nn.Linear):
 def signal_in_finaliser():
     torch.manual_seed(0)
     return SignalInFinaliser(3, 2), torch.ones(2, 3)
+
+
+class ExitsInForward(nn.Module):
+    """User code that ends the process from inside its forward."""
+
+    def forward(self, x):
+        sys.exit(0)
+
+
+class RaisesBaseException(nn.Module):
+    def __init__(self, kind):
+        super().__init__()
+        self.kind = kind
+
+    def forward(self, x):
+        raise self.kind()
+
+
+def exits_in_forward():
+    return ExitsInForward(), torch.ones(2, 3)
+
+
+def exits_in_factory():
+    sys.exit(1)
+
+
+def generator_exit_in_forward():
+    return RaisesBaseException(GeneratorExit), torch.ones(2, 3)
+
+
+def keyboard_interrupt_in_forward():
+    """A KeyboardInterrupt no signal caused (raised by the model's own code)."""
+    return RaisesBaseException(KeyboardInterrupt), torch.ones(2, 3)

@@ -37,6 +37,7 @@ CASES = [
     (["bench", "demo:mlp", "--rounds", "0"], "rounds must be >= 1"),
     (["bench", "demo:mlp", "--backends", "foo"], "unknown backend foo"),
     (["record", m("object_leaf"), "-o", "o.safetensors"], "cannot walk a builtins.object at '.handle'"),
+    (["record", m("raises"), "-o", "o.safetensors"], "the model's forward raised RuntimeError: boom in forward"),
     (["lint", str(MODELS), "-o", "/proc/none/x"], "cannot write -o /proc/none/x"),
     (["verify", "."], "is a directory"),
     (["verify", "missing.safetensors"], "does not exist"),
@@ -124,3 +125,26 @@ def test_an_internal_error_is_exit_3_never_1(tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=scrubbed_env(), timeout=120)
     one_error(out, "samebits: internal error: KeyError: 'a bug'; please report it", code=3)
+
+
+USER_CODE_EXITS = {
+    "sys.exit(0) in the forward": ("exits_in_forward", "the model's forward called sys.exit(0)"),
+    "sys.exit(1) in the factory": ("exits_in_factory", "the factory called sys.exit(1)"),
+    "GeneratorExit in the forward": ("generator_exit_in_forward", "the model's forward raised GeneratorExit"),
+    "KeyboardInterrupt without a signal": ("keyboard_interrupt_in_forward", "raised KeyboardInterrupt"),
+}
+
+
+@pytest.mark.parametrize("command", ["check", "doctor", "record", "bench"])
+@pytest.mark.parametrize("case", list(USER_CODE_EXITS))
+def test_user_code_that_exits_is_an_error_of_the_model_not_a_result(tmp_path, command, case):
+    name, fragment = USER_CODE_EXITS[case]
+    extra = {"record": ["-o", str(tmp_path / "g.safetensors")], "doctor": ["--backends", ""], "bench": ["--no-memory"]}
+    one_error(run_cli(command, m(name), *extra.get(command, []), cwd=tmp_path), fragment)
+    assert not (tmp_path / "g.safetensors").exists()
+
+
+def test_a_model_file_that_exits_on_import_is_one_line(tmp_path):
+    model = tmp_path / "model.py"
+    model.write_text("import sys\nsys.exit(3)\n")
+    one_error(run_cli("check", f"{model}:make"), "the model's file called sys.exit(3)")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
+from collections.abc import Iterator
 
 
 class SamebitsError(Exception):
@@ -40,3 +42,34 @@ def first_line(exc: BaseException, *, with_type: bool = False) -> str:
     if with_type or not text:
         return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
     return text
+
+
+class UserCodeExit(RuntimeError):
+    """The user's code (a model's import, factory or forward) exited or raised what Python does
+    not count as an error: ``sys.exit()``, ``GeneratorExit``, a ``KeyboardInterrupt`` no signal
+    caused. Raised as an ordinary exception so that every error path (one line, exit 2, per-axis
+    isolation) handles it; a real interrupt is never turned into one."""
+
+
+# The signals this process received, where the CLI tracks them (its handlers append here);
+# None in a library, where a KeyboardInterrupt is always the user's own Ctrl-C.
+SIGNALS: list[int] | None = None
+
+
+def _from_signal(exc: BaseException) -> bool:
+    if SIGNALS is None:
+        return isinstance(exc, KeyboardInterrupt)
+    return bool(SIGNALS) and isinstance(exc, (KeyboardInterrupt, SystemExit))
+
+
+@contextlib.contextmanager
+def user_code(what: str) -> Iterator[None]:
+    """Run the user's code: ``SystemExit``, ``GeneratorExit`` and an interrupt no signal caused
+    become :class:`UserCodeExit` ("the model's forward called sys.exit(0)")."""
+    try:
+        yield
+    except (SystemExit, GeneratorExit, KeyboardInterrupt) as exc:
+        if _from_signal(exc):
+            raise
+        how = f"called sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else f"raised {type(exc).__name__}"
+        raise UserCodeExit(f"{what} {how}") from None

@@ -14,6 +14,7 @@ from typing import Optional
 
 import typer
 
+from samebits import errors
 from samebits._version import __version__
 from samebits.cli import bench, cache, check, demo, doctor, env, lint, predict, record, report, run, serve, verify
 from samebits.errors import UserError, first_line
@@ -67,6 +68,7 @@ report.register(app)
 
 
 _signals: list[int] = []  # the signals this process received, in order
+errors.SIGNALS = _signals  # user code's own sys.exit/KeyboardInterrupt is told apart from these
 
 
 def _terminate(signum: int, frame: object) -> None:
@@ -139,7 +141,7 @@ def _run(args: list[str], debug: bool) -> int:
     except KeyboardInterrupt:
         typer.echo("samebits: interrupted", err=True)
         return 130
-    except Exception as exc:
+    except BaseException as exc:  # an Exception, or a GeneratorExit no user code raised: a bug
         if debug:
             raise
         typer.echo(

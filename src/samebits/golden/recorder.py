@@ -65,8 +65,18 @@ def run_profiled(
         if profile["name"] == "deterministic"
         else isolate_rng()
     )
+    from samebits.errors import first_line
+    from samebits.measure.guard import ForwardError, training_note
+
     with context:
-        output, trace, _ = traced_forward(model, inputs, algorithm=algorithm)
+        try:
+            output, trace, _ = traced_forward(model, inputs, algorithm=algorithm)
+        except UserError:
+            raise
+        except Exception as exc:  # the model's own error, or its sys.exit(): one line, exit 2
+            raise ForwardError(
+                f"the model's forward raised {first_line(exc, with_type=True)}{training_note(model)}"
+            ) from exc
     return output, trace
 
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from samebits.errors import UserError, first_line
+from samebits.errors import UserError
 from samebits.fingerprint import Fingerprint
 from samebits.golden.format import SCHEMA_VERSION, Golden, read_golden
 from samebits.fingerprint import bit_relevant_changes
@@ -16,6 +16,7 @@ from samebits.models.spec import is_data_only_spec
 from samebits.golden.recorder import run_profiled, spec_resolved_from, through_runtime
 from samebits.models import LoadedModel, load_model
 from samebits.models.target import as_loaded
+from samebits.measure.guard import ForwardError
 from samebits.measure.trace import ModuleCall, Trace, first_divergence
 from samebits.tensors.compare import Comparison, compare_trees, worst_verdict
 from samebits.tensors.tree import flatten
@@ -105,11 +106,9 @@ def verify(
         algorithm = golden.header.get("digest", "sha256")
         with through_runtime(loaded, golden.inputs(), golden.header.get("runtime")) as subject:
             output, trace = run_profiled(subject.model, golden.inputs(), golden.header["profile"], algorithm)
-    except UserError:
-        raise
-    except Exception as exc:
+    except ForwardError as exc:
         raise UserError(
-            f"the model's forward raised {first_line(exc, with_type=True)} on the golden's stored inputs; is {loaded.spec} the model it was recorded from?"
+            f"{exc} on the golden's stored inputs; is {loaded.spec} the model it was recorded from?"
         ) from exc
     items = compare_trees(golden.outputs, flatten(output), leaf=policy.compare, sides=("the golden", "this run")).items
     first = None

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from samebits.errors import UserError
+from samebits.errors import UserError, user_code
 
 
 def special_token(model: Any, name: str) -> Any:
@@ -83,7 +83,7 @@ def run_generate(
     ``seed``: sampled, torch's RNG seeded with it first (the caller's RNG left as it was), else
     greedy."""
     device = next((t.device for t in getattr(model, "parameters", lambda: iter(()))()), torch.device("cpu"))
-    with torch.inference_mode(), torch.random.fork_rng(devices=[]):
+    with torch.inference_mode(), torch.random.fork_rng(devices=[]), user_code("the model's generate"):
         if seed is not None:
             torch.manual_seed(seed)
         out = model.generate(

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from samebits import deadline
-from samebits.errors import SpecError, UserError, first_line
+from samebits.errors import SpecError, UserError, first_line, user_code
 from samebits.tensors.tree import is_namedtuple
 
 
@@ -34,7 +34,9 @@ class ModelInputs:
         return cls(args=(example,))
 
     def call(self, model: Any) -> Any:
-        out = model(*self.args, **self.kwargs)
+        """One forward of ``model`` on these inputs (the user's code: its ``sys.exit()`` is an error)."""
+        with user_code("the model's forward"):
+            out = model(*self.args, **self.kwargs)
         deadline.feed()  # progress, for the CLI's hang watchdog
         return out
 

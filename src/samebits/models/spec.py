@@ -16,7 +16,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
-from samebits.errors import MissingDependencyError, SpecError, first_line
+from samebits.errors import MissingDependencyError, SpecError, first_line, user_code
 from samebits.models.inputs import ModelInputs
 
 Kind = Literal["demo", "factory", "torchscript", "export", "onnx"]
@@ -107,7 +107,7 @@ def _import_file(path: str, spec: str) -> Any:
     module = importlib.util.module_from_spec(module_spec)
     sys.modules[name] = module
     try:
-        with _on_sys_path(file.resolve().parent):
+        with _on_sys_path(file.resolve().parent), user_code("the model's file"):
             module_spec.loader.exec_module(module)
     except Exception as exc:
         del sys.modules[name]
@@ -117,7 +117,7 @@ def _import_file(path: str, spec: str) -> Any:
 
 def _import_module(path: str, spec: str) -> Any:
     try:
-        with _on_sys_path(Path.cwd()):
+        with _on_sys_path(Path.cwd()), user_code("the model's module"):
             return importlib.import_module(path)
     except ModuleNotFoundError as exc:
         if exc.name and path.startswith(exc.name):
@@ -142,7 +142,8 @@ def _call_factory(module: Any, attr: str, spec: str) -> LoadedModel:
     if not callable(factory):
         raise SpecError(f"'{spec}': '{attr}' is a {type(factory).__name__}, not a factory function or an nn.Module")
     try:
-        result = factory()
+        with user_code("the factory"):
+            result = factory()
     except Exception as exc:
         raise SpecError(f"factory '{spec}' raised {type(exc).__name__}: {first_line(exc)}") from exc
     example = None
