@@ -137,3 +137,8 @@ def generator_exit_in_forward():
 def keyboard_interrupt_in_forward():
     """A KeyboardInterrupt no signal caused (raised by the model's own code)."""
     return RaisesBaseException(KeyboardInterrupt), torch.ones(2, 3)
+
+
+def hangs_in_factory():
+    while True:
+        time.sleep(0.05)

@@ -19,3 +19,26 @@ def test_a_forward_that_never_returns_ends_in_one_line(tmp_path, command):
     out = run_cli(*command[:1], m("hang"), *command[1:], "--timeout", "2", timeout=60)
     one_error(out, "a forward made no progress for 2 s")
     assert time.monotonic() - start < 30
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["check", "{m}", "--timeout", "2"],
+        ["doctor", "{m}", "--timeout", "2"],
+        ["record", "{m}", "-o", "{tmp}/g.safetensors"],
+        ["predict", "{m}", "{tmp}/x.npy", "-o", "{tmp}/out"],
+    ],
+    ids=lambda c: c[0],
+)
+def test_a_model_whose_factory_never_returns_ends_in_one_line(tmp_path, command):
+    import numpy as np
+
+    from conftest import scrubbed_env
+
+    np.save(tmp_path / "x.npy", np.zeros((4, 3), dtype="float32"))
+    argv = [a.format(m=m("hangs_in_factory"), tmp=tmp_path) for a in command]
+    start = time.monotonic()
+    out = run_cli(*argv, env=scrubbed_env(SAMEBITS_LOAD_TIMEOUT="2"), timeout=60)
+    one_error(out, "loading it (its import and factory) made no progress for 2 s")
+    assert time.monotonic() - start < 30 and not (tmp_path / "g.safetensors").exists()

@@ -24,12 +24,12 @@ _on_fire: list[Callable[[], None]] = []  # e.g. kill the child processes
 class Watchdog:
     """Ends the process when nothing fed it for ``seconds`` (outside :func:`paused` blocks)."""
 
-    def __init__(self, seconds: float, what: str) -> None:
+    def __init__(self, seconds: float, what: str, activity: str = "a forward") -> None:
         if not seconds > 0:
             from samebits.errors import UserError
 
             raise UserError(f"--timeout must be > 0 seconds, not {seconds:g}")
-        self.seconds, self.what = seconds, what
+        self.seconds, self.what, self.activity = seconds, what, activity
         self.last = time.monotonic()
         self.pauses = 0
         self._stop = threading.Event()
@@ -49,7 +49,7 @@ class Watchdog:
             with contextlib.suppress(Exception):
                 fn()
         sys.stderr.write(
-            f"samebits: error: {self.what}: a forward made no progress for {self.seconds:g} s (it hangs, or needs a larger --timeout)\n"
+            f"samebits: error: {self.what}: {self.activity} made no progress for {self.seconds:g} s (it hangs, or needs a larger --timeout)\n"
         )
         sys.stderr.flush()
         os._exit(2)
@@ -93,6 +93,42 @@ def paused() -> Iterator[None]:
     finally:
         watchdog.pauses -= 1
         watchdog.feed()
+
+
+LOAD_TIMEOUT_ENV = "SAMEBITS_LOAD_TIMEOUT"  # seconds a model's import and factory may take; children inherit it
+DEFAULT_LOAD_TIMEOUT = 300.0
+
+
+def limit_loading(seconds: float) -> None:
+    """The CLI's bound on loading a model (its import, its factory, a file): every later load in
+    this process and in the child processes it starts ends with one line and exit 2 past it."""
+    os.environ[LOAD_TIMEOUT_ENV] = f"{seconds:g}"
+
+
+@contextlib.contextmanager
+def loading(what: str) -> Iterator[None]:
+    """A block that loads a model: bounded by :func:`limit_loading` where the CLI set it (a
+    library load is not bounded: Python cannot interrupt it from inside)."""
+    limit = os.environ.get(LOAD_TIMEOUT_ENV)
+    try:
+        seconds = float(limit) if limit else 0.0
+    except ValueError:
+        seconds = 0.0
+    if seconds <= 0:
+        yield
+        return
+    outer = _active
+    if outer is not None:  # a command's watchdog is armed already: it watches the load, under its name
+        activity, outer.activity = outer.activity, f"loading {what} (its import and factory)"
+        outer.feed()
+        try:
+            yield
+        finally:
+            outer.activity = activity
+            outer.feed()
+        return
+    with Watchdog(seconds, what, activity="loading it (its import and factory)"):
+        yield
 
 
 def on_fire(fn: Callable[[], None]) -> None:

@@ -54,6 +54,7 @@ def bench_command(
     if not sizes or min(sizes) < 1:
         raise UserError("--batch-sizes must be positive")
     console = consoles(json_path)
+    opts.bound_loading(timeout)
     check_html_path(html_path)
     loaded, inputs, _ = opts.load_target(model, input_file, input_shape, dtype, int_range, 0)
     status = Console(stderr=True).status("bench", spinner="dots")

@@ -95,6 +95,7 @@ def check_command(
     from samebits.tensors.compare import check_tolerances
 
     console = consoles(json_path)
+    opts.bound_loading(timeout)
     if generate is not None:
         if out_dir or from_dir:
             raise UserError("--generate does not take --out or --from yet")

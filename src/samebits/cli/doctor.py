@@ -66,6 +66,7 @@ def doctor_command(
     from samebits.diagnosis import doctor
 
     console = consoles(json_path)
+    opts.bound_loading(timeout)
     check_html_path(html_path)
     loaded, inputs, _ = opts.load_target(model, input_file, input_shape, dtype, int_range, 0)
     status = Console(stderr=True).status("doctor", spinner="dots")

@@ -43,6 +43,22 @@ def parse_ints(text: Optional[str], name: str) -> Optional[tuple[int, ...]]:
         raise UserError(f"{name} must be a comma-separated list of integers, e.g. 1,2,4") from None
 
 
+def bound_loading(timeout: float | None = None) -> None:
+    """Bound every model load of this command (and of its child processes): ``timeout`` (the
+    command's ``--timeout``), else ``$SAMEBITS_LOAD_TIMEOUT``, else 300 s."""
+    import os
+
+    from samebits import deadline
+    from samebits.errors import UserError
+
+    if timeout is not None:
+        if not timeout > 0:
+            raise UserError(f"--timeout must be > 0 seconds, not {timeout:g}")
+        deadline.limit_loading(timeout)
+    elif deadline.LOAD_TIMEOUT_ENV not in os.environ:
+        deadline.limit_loading(deadline.DEFAULT_LOAD_TIMEOUT)
+
+
 def load_target(
     model: str,
     input_file: Optional[str],

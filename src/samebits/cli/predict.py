@@ -103,6 +103,7 @@ def predict_command(
 
     if not inputs:
         raise UserError(f"give MODEL and INPUT...: samebits predict MODEL INPUT... -o OUT_DIR (got only '{model}')")
+    opts.bound_loading()
 
     image = None
     if image_size or mean or std:

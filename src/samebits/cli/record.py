@@ -41,6 +41,7 @@ def record_command(
     from samebits.golden import record
     from samebits.measure.prepare import prepare
 
+    opts.bound_loading()
     loaded, inputs, model_dtype = opts.load_target(model, input_file, input_shape, dtype, int_range, seed)
     loaded.model, inputs = prepare(loaded.model, inputs, "cpu", model_dtype)
     path = record(

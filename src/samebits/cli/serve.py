@@ -99,6 +99,7 @@ def serve_command(
         pad_lengths=opts.parse_ints(pad_lengths, "--pad-lengths") or D.pad_lengths,
         threads=threads,
     )
+    opts.bound_loading()
     if isolate:
         if input_file or input_shape or dtype or int_range:
             raise UserError(

@@ -65,6 +65,7 @@ def verify_command(
     from samebits.golden import verify
     from samebits.offline.verify import is_predictions
 
+    opts.bound_loading()
     if is_predictions(golden):
         raise typer.Exit(_verify_predictions(golden, model, shards))
     console = consoles(json_path)

@@ -16,6 +16,7 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from samebits import deadline
 from samebits.errors import MissingDependencyError, SpecError, first_line, user_code
 from samebits.models.inputs import ModelInputs
 
@@ -50,10 +51,16 @@ def is_data_only_spec(spec: str) -> bool:
 
 
 def load_model(spec: str) -> LoadedModel:
-    """Load ``spec``; every failure is a :class:`SpecError` whose one line says what to do."""
+    """Load ``spec``; every failure is a :class:`SpecError` whose one line says what to do.
+    Under the CLI, a load that makes no progress for its bound ends the command (exit 2)."""
     spec = spec.strip()
     if not spec:
         raise SpecError(f"empty MODEL; {SPEC_HELP}")
+    with deadline.loading(f"MODEL {spec}"):
+        return _load(spec)
+
+
+def _load(spec: str) -> LoadedModel:
     if spec.startswith("demo:"):
         return _load_demo(spec)
     lower = spec.lower()
