@@ -14,8 +14,8 @@ import torch
 
 import samebits
 
-from conftest import REPO, scrubbed_env
-from contract import snapshot
+from conftest import REPO, run_cli, scrubbed_env
+from contract import one_error, snapshot
 
 
 def test_cache_files_and_goldens_follow_the_umask(tmp_path):
@@ -81,3 +81,36 @@ def test_bench_with_a_zero_row_predict_is_one_line(tmp_path):
     with samebits.Predictor(torch.nn.Linear(4, 2), example_inputs=torch.randn(4, 4), cache_dir=tmp_path, tile=4) as p:
         with pytest.raises(samebits.UserError, match="a batch of 0 rows"):
             p.predict(torch.randn(0, 4))
+
+
+DATALOADER_LOOP = "import torch\nmodel = torch.nn.Linear(2, 2)\nfor x in []:\n    model(x)\n"
+
+
+@pytest.mark.parametrize(
+    ("data", "what"),
+    [
+        (b"\xef\xbb\xbf" + DATALOADER_LOOP.encode(), "a UTF-8 BOM"),
+        (("# -*- coding: latin-1 -*-\n# caf\xe9\n" + DATALOADER_LOOP).encode("latin-1"), "a latin-1 coding line"),
+    ],
+)
+def test_lint_reads_python_as_python_does(tmp_path, data, what):
+    (tmp_path / "script.py").write_bytes(data)
+    out = run_cli("lint", str(tmp_path / "script.py"))
+    assert "error" not in out.stdout and "in 1 file" in out.stdout, (what, out.stdout)
+    compile(data, "script.py", "exec")  # Python itself reads it
+
+
+def test_a_binary_file_is_named_as_skipped_never_as_linted(tmp_path):
+    (tmp_path / "blob.py").write_bytes(b"\x00\x01binary")
+    one_error(run_cli("lint", str(tmp_path / "blob.py")), "no Python file could be read: ")
+    (tmp_path / "real.py").write_text("import torch\n")
+    out = run_cli("lint", str(tmp_path))
+    assert out.returncode == 0 and out.stdout.strip().splitlines()[-1] == "0 findings in 1 file; 1 skipped"
+
+
+def test_one_file_too_deep_to_parse_does_not_lose_the_other_files_findings(tmp_path):
+    (tmp_path / "deep.py").write_text("x = " + " + ".join(["1"] * 100_000) + "\n")
+    (tmp_path / "mistake.py").write_text("import torch\nstate = torch.load(\"w.pt\", weights_only=False)\n")
+    out = run_cli("lint", str(tmp_path))
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "mistake.py:2" in out.stdout and "deep.py: error: " in out.stdout and "Traceback" not in out.stderr

@@ -42,3 +42,15 @@ def test_a_model_whose_factory_never_returns_ends_in_one_line(tmp_path, command)
     out = run_cli(*argv, env=scrubbed_env(SAMEBITS_LOAD_TIMEOUT="2"), timeout=60)
     one_error(out, "loading it (its import and factory) made no progress for 2 s")
     assert time.monotonic() - start < 30 and not (tmp_path / "g.safetensors").exists()
+
+
+def test_lint_of_a_folder_holding_a_fifo_does_not_block(tmp_path):
+    import os
+
+    os.mkfifo(tmp_path / "pipe.py")  # a reader of it would wait for a writer forever
+    (tmp_path / "model.py").write_text("import torch\n")
+    start = time.monotonic()
+    out = run_cli("lint", str(tmp_path), timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "pipe.py: skipped: not a regular file" in out.stdout and "0 findings in 1 file; 1 skipped" in out.stdout
+    assert time.monotonic() - start < 30

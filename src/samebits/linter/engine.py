@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import io
 import os
 import re
+import stat
+import tokenize
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -79,15 +82,35 @@ def discover(paths: Iterable[str | os.PathLike[str]], config: LintConfig) -> tup
                 for name in sorted(names):
                     candidate = Path(folder, name)
                     if name.endswith((".py", ".pyi")) and not config.excluded(_relative(candidate, config)):
-                        files.append(candidate)
+                        if _regular(candidate):
+                            files.append(candidate)
+                        else:
+                            skipped.append((candidate.as_posix(), "not a regular file"))
         elif path.is_file():
             if path.suffix in (".py", ".pyi"):
                 files.append(path)
             else:
                 skipped.append((str(path), "not a Python file"))
+        elif path.exists():
+            skipped.append((str(path), "not a regular file"))  # a FIFO or a device: reading it could block
         else:
             skipped.append((str(path), "no such file or folder"))
     return files, skipped
+
+
+def _regular(path: Path) -> bool:
+    """A regular file (a link to one included): never a FIFO or a device, whose read can block."""
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        return False
+
+
+def read_python(data: bytes) -> str:
+    """Source bytes as Python reads them: a UTF-8 BOM dropped, a PEP 263 coding line honoured
+    (``UnicodeDecodeError``/``SyntaxError`` where the bytes do not decode)."""
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    return data.decode(encoding)
 
 
 def _relative(path: Path, config: LintConfig) -> str:
@@ -136,6 +159,7 @@ def lint(paths: Iterable[str | os.PathLike[str]], config: LintConfig | None = No
     files, skipped = discover(given, config)
     findings: list[Finding] = []
     errors: list[tuple[str, str]] = []
+    linted = 0
     for path in files:
         display = path.as_posix()
         try:
@@ -143,11 +167,16 @@ def lint(paths: Iterable[str | os.PathLike[str]], config: LintConfig | None = No
             if b"\x00" in data[:4096]:
                 skipped.append((display, "binary file"))
                 continue
-            findings += lint_source(data.decode("utf-8"), display, config, torch_floor(path.parent))
-        except UnicodeDecodeError:
-            errors.append((display, "not UTF-8 text"))
+            linted += 1
+            findings += lint_source(read_python(data), display, config, torch_floor(path.parent))
+        except (UnicodeDecodeError, LookupError):
+            errors.append((display, "not text in the encoding it declares (UTF-8 unless a coding line says otherwise)"))
         except SyntaxError as exc:
             errors.append((display, f"cannot parse: {exc.msg} (line {exc.lineno})"))
         except OSError as exc:
             errors.append((display, f"cannot read: {exc.strerror}"))
-    return LintResult(findings, errors, len(files), skipped)
+        except (RecursionError, MemoryError):
+            errors.append((display, "too deeply nested to parse or check (an expression of thousands of terms)"))
+        except Exception as exc:  # a bug in one check: the other files are still linted and reported
+            errors.append((display, f"samebits could not lint it ({type(exc).__name__}: {exc}); please report it"))
+    return LintResult(findings, errors, linted, skipped)

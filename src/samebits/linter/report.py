@@ -15,10 +15,13 @@ LINT_SCHEMA_VERSION = 1
 def to_text(result: LintResult) -> str:
     lines = [f.text() for f in result.findings]
     lines += [f"{path}: error: {why}" for path, why in result.errors]
+    lines += [f"{path}: skipped: {why}" for path, why in result.skipped]
     n = len(result.findings)
     summary = f"{n} finding{'s' if n != 1 else ''} in {result.files} file{'s' if result.files != 1 else ''}"
     if result.errors:
         summary += f"; {len(result.errors)} could not be read"
+    if result.skipped:
+        summary += f"; {len(result.skipped)} skipped"
     return "\n".join(lines + [summary])
 
 
