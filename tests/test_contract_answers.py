@@ -110,7 +110,7 @@ def test_a_binary_file_is_named_as_skipped_never_as_linted(tmp_path):
 
 def test_one_file_too_deep_to_parse_does_not_lose_the_other_files_findings(tmp_path):
     (tmp_path / "deep.py").write_text("x = " + " + ".join(["1"] * 100_000) + "\n")
-    (tmp_path / "mistake.py").write_text("import torch\nstate = torch.load(\"w.pt\", weights_only=False)\n")
+    (tmp_path / "mistake.py").write_text('import torch\nstate = torch.load("w.pt", weights_only=False)\n')
     out = run_cli("lint", str(tmp_path))
     assert out.returncode == 1, out.stdout + out.stderr
     assert "mistake.py:2" in out.stdout and "deep.py: error: " in out.stdout and "Traceback" not in out.stderr

@@ -3,10 +3,15 @@ a traceback."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
+import numpy as np
+
 import pytest
+
+from samebits.runtime.cache import MARKER
 
 
 from conftest import run_cli, scrubbed_env
@@ -148,3 +153,35 @@ def test_a_model_file_that_exits_on_import_is_one_line(tmp_path):
     model = tmp_path / "model.py"
     model.write_text("import sys\nsys.exit(3)\n")
     one_error(run_cli("check", f"{model}:make"), "the model's file called sys.exit(3)")
+
+
+DEEP = "[" * 200_000 + "]" * 200_000  # deeper than Python's recursion limit
+
+
+def test_deeply_nested_json_is_one_line_everywhere_samebits_reads_it(tmp_path, golden):
+    deep = tmp_path / "deep.json"
+    deep.write_text(DEEP)
+    one_error(run_cli("env", "--diff", str(deep)), "nested more than 64 levels deep")
+    one_error(run_cli("report", str(deep), "--html", str(tmp_path / "r.html")), "nested more than 64 levels deep")
+    g = rewrite(
+        golden, tmp_path / "g.safetensors", edit_header=lambda h: h.update(inputs=json.loads("[" * 70 + "]" * 70))
+    )
+    one_error(run_cli("verify", str(g), "demo:mlp"), "nested more than 64 levels deep")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "manifest.json").write_text(DEEP)
+    np.save(tmp_path / "x.npy", np.zeros((4, 256), dtype="float32"))
+    one_error(run_cli("predict", "demo:mlp", str(tmp_path / "x.npy"), "-o", str(out), "--resume"), "cannot resume")
+    one_error(run_cli("verify", str(out)), "nested more than 64 levels deep")
+
+
+def test_a_cache_manifest_nested_too_deep_lists_and_clears_nothing(tmp_path):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / MARKER).write_text("{}")
+    (cache / "manifest.json").write_text(DEEP)
+    (cache / "mine.txt").write_text("keep")
+    for command in ("list", "clear"):
+        out = run_cli("cache", command, "--cache-dir", str(cache))
+        assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    assert (cache / "mine.txt").read_text() == "keep"

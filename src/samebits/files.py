@@ -6,12 +6,13 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
 import os
 import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 
 def file_mode() -> int:
@@ -114,3 +115,38 @@ def exclusive(lock_file: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+MAX_JSON_DEPTH = 64  # deeper than any file samebits writes; deeper input would overflow recursive readers
+
+
+class BadJson(ValueError):
+    """JSON samebits cannot read, with the reason in words (not JSON, not UTF-8, nested too deeply)."""
+
+
+def parse_json(text: str | bytes) -> Any:
+    """``text`` parsed, at most :data:`MAX_JSON_DEPTH` levels deep; :class:`BadJson` otherwise."""
+    try:
+        data = json.loads(text)
+    except RecursionError:
+        raise BadJson(f"nested more than {MAX_JSON_DEPTH} levels deep") from None
+    except UnicodeDecodeError:
+        raise BadJson("not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise BadJson(f"not JSON ({exc.msg} at line {exc.lineno})") from None
+    level, depth = [data], 0
+    while level:
+        depth += 1
+        if depth > MAX_JSON_DEPTH:
+            raise BadJson(f"nested more than {MAX_JSON_DEPTH} levels deep")
+        level = [v for x in level if isinstance(x, (dict, list)) for v in (x.values() if isinstance(x, dict) else x)]
+    return data
+
+
+def read_json(path: Path) -> Any:
+    """The JSON file at ``path`` (:func:`parse_json`); :class:`BadJson` where it cannot be read."""
+    try:
+        text = path.read_bytes()
+    except OSError as exc:
+        raise BadJson(f"cannot be read ({exc.strerror})") from None
+    return parse_json(text)

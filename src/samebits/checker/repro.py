@@ -22,7 +22,7 @@ import torch
 
 from samebits.checker.options import CheckOptions
 from samebits.errors import UserError
-from samebits.files import atomic_write, folder_state
+from samebits.files import BadJson, atomic_write, folder_state, read_json
 from samebits.models.inputs import ModelInputs
 from samebits.models.spec import is_data_only_spec
 
@@ -115,10 +115,10 @@ def read_repro(folder: str | Path) -> tuple[str, CheckOptions, ModelInputs, dict
     """(stored MODEL, options, inputs, stored report) of a repro folder; one line where it is not one."""
     src = Path(folder)
     try:
-        marker = json.loads((src / MARKER).read_text(encoding="utf-8"))
-        stored = json.loads((src / "report.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UserError(f"--from {src} is not a samebits repro folder ({type(exc).__name__}: {exc})") from None
+        marker = read_json(src / MARKER)
+        stored = read_json(src / "report.json")
+    except BadJson as exc:
+        raise UserError(f"--from {src} is not a samebits repro folder (a file there is {exc})") from None
     if not isinstance(marker, dict) or marker.get("kind") != KIND:
         raise UserError(f"--from {src} is not a samebits repro folder (no {MARKER} of kind {KIND})")
     raw = marker.get("options", {})

@@ -9,6 +9,7 @@ from typing import Optional
 import typer
 from rich.table import Table
 
+from samebits.files import BadJson, read_json
 from samebits.cli import inputs as opts
 from samebits.cli.output import consoles, write_json
 from samebits.errors import UserError
@@ -24,9 +25,9 @@ def load_fingerprint(path: str):  # -> Fingerprint
     if not p.is_file():
         raise UserError(f"fingerprint file '{path}' does not exist")
     try:
-        return Fingerprint.from_dict(json.loads(p.read_text()))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UserError(f"'{path}' is not JSON ({exc}); write one with `samebits env --json FILE`") from None
+        return Fingerprint.from_dict(read_json(p))
+    except BadJson as exc:
+        raise UserError(f"'{path}' is {exc}; write one with `samebits env --json FILE`") from None
     except (ValueError, TypeError) as exc:
         raise UserError(f"'{path}' is not a samebits fingerprint: {exc}") from None
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
+from samebits.files import BadJson, read_json
 from samebits.errors import UserError
 
 
@@ -24,9 +24,11 @@ def report_command(
     if not path.is_file():
         raise UserError(f"report '{report_json}' does not exist (save one with --json FILE)")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UserError(f"'{report_json}' is not a JSON report: {str(exc).splitlines()[0]}") from None
+        data = read_json(path)
+    except BadJson as exc:
+        raise UserError(f"'{report_json}' is not a JSON report: it is {exc}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"'{report_json}' is not a samebits report (a JSON {type(data).__name__}, not an object)")
     check_html_path(html_path)
     try:
         write_html(data, html_path)

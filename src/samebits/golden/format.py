@@ -17,7 +17,7 @@ import torch
 
 from samebits.errors import UserError, first_line
 from samebits.tensors.digest import ALGORITHMS
-from samebits.files import atomic_write
+from samebits.files import BadJson, atomic_write, parse_json
 from samebits.tensors import tree
 
 SCHEMA_VERSION = 1
@@ -164,9 +164,9 @@ def read_golden(path: str | Path) -> Golden:
             f"'{p}' is a safetensors file but not a samebits golden (no '{HEADER_KEY}' metadata); record one with `samebits record`"
         )
     try:
-        header = json.loads(metadata[HEADER_KEY])
-    except json.JSONDecodeError:
-        raise GoldenError(f"'{p}': the samebits metadata is not JSON; the file is damaged") from None
+        header = parse_json(metadata[HEADER_KEY])
+    except BadJson as exc:
+        raise GoldenError(f"'{p}': the samebits metadata is {exc}; the file is damaged") from None
     if not isinstance(header, dict):
         raise GoldenError(f"'{p}': the samebits metadata is not a JSON object")
     if header.get("encoding") != ENCODING:

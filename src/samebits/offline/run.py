@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from samebits.errors import UserError, first_line
-from samebits.files import FolderBusy, atomic_write, exclusive, folder_state, sha256_file
+from samebits.files import BadJson, FolderBusy, atomic_write, exclusive, folder_state, read_json, sha256_file
 from samebits.measure.batching import batch_size_of, join_outputs, take_rows
 from samebits.models.inputs import ModelInputs
 from samebits.models.target import as_loaded
@@ -170,9 +170,9 @@ MANIFEST_EVERY = 0.5  # seconds between manifest rewrites; a shard done but not 
 def _resumable(out: Path, header: dict[str, Any]) -> dict[int, dict[str, Any]]:
     """The complete shards of an earlier run of the same job; a different job is one line."""
     try:
-        old = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:  # ValueError: not UTF-8, not JSON
-        raise UserError(f"cannot resume: '{out / MANIFEST}' is unreadable ({first_line(exc)})") from None
+        old = read_json(out / MANIFEST)
+    except BadJson as exc:
+        raise UserError(f"cannot resume: '{out / MANIFEST}' is unreadable (it is {exc})") from None
     if not isinstance(old, dict) or old.get("kind") != "predict":
         raise UserError(f"cannot resume: '{out / MANIFEST}' is not a samebits predict manifest")
     for key in COMPARED:

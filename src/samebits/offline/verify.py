@@ -5,12 +5,11 @@ the fingerprint changes that likely caused it."""
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import Any
 
 from samebits.errors import UserError
-from samebits.files import sha256_file
+from samebits.files import BadJson, read_json, sha256_file
 from samebits.models.spec import is_data_only_spec
 from samebits.models.target import as_loaded
 from samebits.offline.images import ImagePrep
@@ -58,9 +57,9 @@ def is_predictions(path: str | Path) -> bool:
 
 def _manifest(out: Path) -> dict[str, Any]:
     try:
-        data = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise UserError(f"'{out / MANIFEST}' is unreadable ({str(exc).splitlines()[0]})") from None
+        data = read_json(out / MANIFEST)
+    except BadJson as exc:
+        raise UserError(f"'{out / MANIFEST}' is unreadable (it is {exc})") from None
     if not isinstance(data, dict) or data.get("kind") != "predict":
         raise UserError(f"'{out / MANIFEST}' is not a samebits predict manifest")
     if data.get("schema_version") != SCHEMA_VERSION:

@@ -17,7 +17,7 @@ import torch
 
 from samebits._version import __version__
 from samebits.errors import UserError
-from samebits.files import atomic_write, folder_state, owned_entry, sha256_file, tree_bytes
+from samebits.files import BadJson, atomic_write, folder_state, owned_entry, read_json, sha256_file, tree_bytes
 
 
 def _home_cache() -> Path:
@@ -117,8 +117,8 @@ class ArtifactCache:
         """The entries samebits recorded, each naming one entry directly inside the folder (the
         folder itself, a path or the marker and manifest are dropped: nothing acts on them)."""
         try:
-            data = json.loads((self.folder / MANIFEST).read_text())
-        except (OSError, ValueError, RecursionError):
+            data = read_json(self.folder / MANIFEST)
+        except BadJson:
             return {}
         entries = data.get("entries") if isinstance(data, dict) else None
         if not isinstance(entries, dict):
@@ -212,8 +212,8 @@ class ArtifactCache:
         if not self._valid(name):
             return None
         try:
-            data = json.loads((self.folder / name).read_text())
-        except (OSError, ValueError):
+            data = read_json(self.folder / name)
+        except BadJson:
             return None
         return data if isinstance(data, dict) else None
 
