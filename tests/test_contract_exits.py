@@ -8,11 +8,9 @@ import subprocess
 import sys
 
 import numpy as np
-
 import pytest
 
 from samebits.runtime.cache import MARKER
-
 
 from conftest import run_cli, scrubbed_env
 from contract import MODELS, m, one_error, rewrite, snapshot
