@@ -183,3 +183,18 @@ def test_a_cache_manifest_nested_too_deep_lists_and_clears_nothing(tmp_path):
         out = run_cli("cache", command, "--cache-dir", str(cache))
         assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
     assert (cache / "mine.txt").read_text() == "keep"
+
+
+def test_a_thread_count_read_from_a_file_or_a_flag_never_reaches_torch_unchecked(tmp_path, golden):
+    """torch.set_num_threads(100000) segfaults: every count is bounded first (4 per core)."""
+    g = rewrite(golden, tmp_path / "g.safetensors", edit_header=lambda h: h["profile"].update(threads=100000))
+    one_error(run_cli("verify", str(g), "demo:mlp"), "must be a whole number of threads from 1 to")
+    np.save(tmp_path / "x.npy", np.zeros((4, 256), dtype="float32"))
+    argv = ("predict", "demo:mlp", str(tmp_path / "x.npy"), "-o", str(tmp_path / "out"))
+    one_error(run_cli(*argv, "--threads-per-worker", "100000"), "--threads-per-worker must be a whole number")
+    assert run_cli(*argv).returncode == 0
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    manifest["threads"]["build"] = 100000
+    (tmp_path / "out" / "manifest.json").write_text(json.dumps(manifest))
+    one_error(run_cli("verify", str(tmp_path / "out")), "must be a whole number of threads from 1 to")
+    one_error(run_cli("check", "demo:mlp", "--axes", "threads", "--threads", "1,100000"), "each of --threads")

@@ -19,6 +19,7 @@ from samebits.checker.report import AXES, AxisResult, CheckReport
 from samebits.determinism import deterministic, isolate_rng
 from samebits.errors import UserError, first_line
 from samebits.fingerprint import Fingerprint
+from samebits.limits import thread_count
 from samebits.tensors.compare import check_tolerances
 from samebits.models.target import as_loaded, eval_mode, inputs_for, spec_of
 from samebits.measure.guard import check_forward, describe_inputs, model_state_kept, torch_env_kept
@@ -46,8 +47,8 @@ def _validate(options: CheckOptions) -> None:
         raise UserError(f"processes (--processes) must be >= 2 to compare processes, got {options.processes}")
     if any(b < 1 for b in options.batch_sizes) or not options.batch_sizes:
         raise UserError("batch_sizes (--batch-sizes) must be positive integers, e.g. 1,2,4,8")
-    if options.threads and any(t < 1 for t in options.threads):
-        raise UserError("threads (--threads) must be positive integers, e.g. 1,2")
+    for t in options.threads or ():
+        thread_count(t, "each of --threads")
     if options.timeout <= 0:
         raise UserError("timeout (--timeout) must be > 0 seconds")
     if options.batch_dim < 0:

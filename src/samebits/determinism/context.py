@@ -9,6 +9,7 @@ import os
 import sys
 from typing import Any
 
+from samebits.limits import thread_count
 from samebits.determinism import catalog
 from samebits.determinism.precision import fp32_precision_switch
 from samebits.determinism.rng import capture_rng_states, check_seed, restore_rng_states, seed_rngs
@@ -186,8 +187,8 @@ class deterministic(_Profile):
     ) -> None:
         super().__init__(device)
         self.seed = check_seed(seed)
-        if threads is not None and threads < 1:
-            raise ValueError(f"threads must be >= 1, got {threads}")
+        if threads is not None:
+            thread_count(threads, "threads")
         self.threads, self.warn_only, self.sdpa_math = threads, warn_only, sdpa_math
 
     def _seed(self) -> int | None:

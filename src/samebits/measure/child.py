@@ -93,7 +93,9 @@ def run(job: dict, *, tasks: dict[str, Task] = TASKS, wrap: Callable[[Any, Any, 
     from samebits.models.inputs import ModelInputs
 
     if job.get("threads"):
-        torch.set_num_threads(int(job["threads"]))
+        from samebits.limits import thread_count
+
+        torch.set_num_threads(thread_count(job["threads"], "the job's threads"))
     task = tasks.get(job.get("task", "trace"))
     if task is None:
         raise ValueError(f"unknown child task {job.get('task')!r}; this entry knows {', '.join(tasks)}")

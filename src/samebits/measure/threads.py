@@ -14,6 +14,8 @@ from collections.abc import Iterator
 
 import torch
 
+from samebits.limits import thread_count
+
 
 @functools.lru_cache(maxsize=1)
 def _blas() -> str:
@@ -32,7 +34,9 @@ def in_process_reason(runtime: str | None) -> str | None:
 
 @contextlib.contextmanager
 def num_threads(n: int) -> Iterator[None]:
-    """``torch.set_num_threads(n)`` while the block runs; the count before is put back."""
+    """``torch.set_num_threads(n)`` while the block runs; the count before is put back. A count
+    outside 1..4 per core is a one-line error (torch would crash on some)."""
+    n = thread_count(n)
     before = torch.get_num_threads()
     torch.set_num_threads(n)
     try:

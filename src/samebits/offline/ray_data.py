@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from samebits.limits import thread_count
 from samebits.errors import UserError
 
 
@@ -53,7 +54,7 @@ class Scorer:
             self.predictor = Predictor(
                 loaded, backend=job["backend"], example_inputs=example, cache_dir=job["cache_dir"]
             )
-        torch.set_num_threads(job["threads"]["run"])
+        torch.set_num_threads(thread_count(job["threads"]["run"], "the run's threads per actor"))
         if self.predictor.plan.describe() != job["plan"]:
             raise RuntimeError(
                 f"a Ray actor verified other batch sizes ({self.predictor.plan.describe()}) than the driver ({job['plan']}); "

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from samebits.errors import UserError
+from samebits.limits import thread_count
 from samebits.measure.batching import batch_size_of, concat_batches, take_rows
 from samebits.measure.spawn import Child, ChildDied
 from samebits.measure.threads import num_threads
@@ -61,6 +62,7 @@ def thread_plan(
     shared out, where its outputs at every verified size are the same at 1 thread and at every
     core; where they are not, it is calibrated and run at 1 thread."""
     if threads_per_worker:
+        thread_count(threads_per_worker, "--threads-per-worker")
         with num_threads(threads_per_worker):
             predictor = build()
         return _plan(threads_per_worker, threads_per_worker, True, "--threads-per-worker"), predictor
@@ -150,7 +152,7 @@ class ShardWorker:
                 example_inputs=example_of(self.dataset),
                 cache_dir=job["cache_dir"],
             )
-        torch.set_num_threads(job["threads"]["run"])
+        torch.set_num_threads(thread_count(job["threads"]["run"], "the run's threads per worker"))
         self.identity = {
             "plan": self.predictor.plan.describe(),
             "fingerprint_sha256": bit_relevant_digest(self.predictor.fingerprint),

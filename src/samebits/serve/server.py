@@ -56,7 +56,9 @@ def served(model_or_spec: Any, inputs: Any, options: ServeOptions, cache_dir: st
     if options.threads:  # before the calibration: the verified sizes hold at this thread count
         import torch
 
-        torch.set_num_threads(options.threads)
+        from samebits.limits import thread_count
+
+        torch.set_num_threads(thread_count(options.threads, "--threads"))
     name = options.name or model_name(loaded.spec)
     if options.pad:
         bucketed, signature = _served_padded(loaded, example, options, cache_dir)
