@@ -8,6 +8,10 @@ import os
 from samebits.errors import UserError
 
 
+class OutOfRange(UserError, ValueError):
+    """A number outside the range samebits accepts (a user error, and a ``ValueError``)."""
+
+
 def max_threads() -> int:
     """The most intra-op threads samebits sets: four per core of this machine."""
     return 4 * (os.cpu_count() or 1)
