@@ -21,7 +21,7 @@ def thread_count(value: object, what: str = "threads") -> int:
     """``value`` as a thread count from 1 to :func:`max_threads`; a one-line error naming
     ``what`` (the flag or the file field it came from) otherwise."""
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= max_threads():
-        raise UserError(
+        raise OutOfRange(
             f"{what} must be a whole number of threads from 1 to {max_threads()} (4 per core here), not {value!r}"
         )
     return value
