@@ -114,3 +114,43 @@ def test_one_file_too_deep_to_parse_does_not_lose_the_other_files_findings(tmp_p
     out = run_cli("lint", str(tmp_path))
     assert out.returncode == 1, out.stdout + out.stderr
     assert "mistake.py:2" in out.stdout and "deep.py: error: " in out.stdout and "Traceback" not in out.stderr
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 256 KiB file system (tmpfs): writes there run out of space. Needs the right to mount."""
+    where = tmp_path / "full"
+    where.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(where)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here ({mounted.stderr.decode().strip()[:80]})")
+    yield where
+    subprocess.run(["umount", str(where)], capture_output=True)
+
+
+def test_a_full_disk_during_record_and_predict_is_one_line_and_leaves_nothing_half_written(tmp_path, full_disk):
+    import numpy as np
+
+    (full_disk / "filler").write_bytes(b"x" * (256 * 1024 - 8192))  # what is left holds no golden
+    one_error(run_cli("record", "demo:cnn", "-o", str(full_disk / "g.safetensors")), "No space left on device")
+    assert sorted(p.name for p in full_disk.iterdir()) == ["filler"]
+    np.save(tmp_path / "x.npy", np.random.default_rng(0).standard_normal((64, 256)).astype("float32"))
+    out = full_disk / "out"
+    run = run_cli("predict", "demo:mlp", str(tmp_path / "x.npy"), "-o", str(out), "--shard-size", "8")
+    last = run.stderr.strip().splitlines()[-1]  # progress lines come before it
+    assert run.returncode == 2 and "No space left on device" in last and "Traceback" not in run.stderr, run.stderr
+    assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_write_refused_by_the_machine_is_a_user_error_with_no_temporary_file_left(tmp_path, monkeypatch):
+    import errno
+
+    import samebits.files
+
+    def no_space(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(samebits.files.os, "link", no_space)
+    with pytest.raises(samebits.UserError, match="cannot write .*g.safetensors.: No space left on device"):
+        samebits.record("demo:mlp", tmp_path / "g.safetensors")
+    assert list(tmp_path.iterdir()) == []

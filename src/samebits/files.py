@@ -4,15 +4,19 @@ only inside the folders it owns."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
+
+from samebits.errors import UserError
 
 
 def file_mode() -> int:
@@ -31,22 +35,51 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
+# Where the machine, not samebits, refuses a write: a full disk or quota, a read-only file
+# system, no permission, a file too large.
+_DISK_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG}
+
+
+class WriteError(UserError):
+    """A file samebits must write cannot be written here (disk full, read-only, no permission);
+    nothing half-written is left behind."""
+
+
+def disk_error(exc: BaseException) -> str | None:
+    """Why the machine refused a write, in words, where ``exc`` says so; ``None`` for anything else."""
+    if isinstance(exc, OSError) and exc.errno in _DISK_ERRNOS:
+        return exc.strerror or os.strerror(exc.errno)
+    found = re.search(r"os error (\d+)", str(exc))  # safetensors names the OS error in its message only
+    if found and int(found.group(1)) in _DISK_ERRNOS:
+        return os.strerror(int(found.group(1)))
+    return None
+
+
 def atomic_write(path: Path, write: Callable[[Path], object], *, overwrite: bool = True) -> None:
     """``write(tmp)`` fills a temporary file in ``path``'s folder, which then becomes ``path`` in
     one step: a reader sees the old file or the new one, never half of one. Without
     ``overwrite``, an existing ``path`` raises ``FileExistsError`` and is left untouched (a hard
-    link: atomic, and it fails if the file exists)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
+    link: atomic, and it fails if the file exists). A full disk, a read-only folder or a missing
+    permission is a :class:`WriteError` (one line), with the temporary file removed."""
+    tmp: str | None = None
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
         write(Path(tmp))
         os.chmod(tmp, file_mode())
         if overwrite:
             os.replace(tmp, path)
         else:
             os.link(tmp, path)
+    except Exception as exc:
+        reason = disk_error(exc)
+        if reason is None:
+            raise
+        raise WriteError(f"cannot write '{path}': {reason}") from None
     finally:
-        Path(tmp).unlink(missing_ok=True)
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                Path(tmp).unlink(missing_ok=True)
 
 
 FolderState = Literal["new", "empty", "mine", "foreign", "file", "broken link"]

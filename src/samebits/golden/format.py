@@ -17,7 +17,7 @@ import torch
 
 from samebits.errors import UserError, first_line
 from samebits.tensors.digest import ALGORITHMS
-from samebits.files import BadJson, atomic_write, parse_json
+from samebits.files import BadJson, WriteError, atomic_write, disk_error, parse_json
 from samebits.tensors import tree
 
 SCHEMA_VERSION = 1
@@ -91,7 +91,10 @@ def write_golden(path: Path, header: dict[str, Any], tensors: dict[str, torch.Te
     Without ``overwrite``, an existing file raises ``FileExistsError`` and is left untouched."""
     from safetensors.torch import save_file
 
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise WriteError(f"cannot write '{path}': {disk_error(exc) or exc.strerror}") from None
     metadata = {HEADER_KEY: json.dumps({**header, "encoding": ENCODING}, sort_keys=True, default=str)}
     atomic_write(
         path,
