@@ -62,3 +62,20 @@ class Stuck(Moody):
 def stuck():
     torch.manual_seed(0)
     return Stuck(), torch.randn(4, 8)
+
+
+class Embedder(nn.Module):
+    """Token ids through a 10-row embedding: an id outside 0..9 makes the forward raise."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.table = nn.Embedding(10, 4)
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, ids):
+        return self.head(self.table(ids).mean(dim=1))
+
+
+def embedder():
+    torch.manual_seed(0)
+    return Embedder(), torch.randint(0, 10, (4, 3), generator=torch.Generator().manual_seed(0))

@@ -21,7 +21,14 @@ LAYERS: list[set[str]] = [
     {"models"},
     {"tensors", "fingerprint"},
     {"determinism"},
-    {"deadline", "environ", "files", "limits", "report", "__init__"},  # report: HTML pages of saved reports (JSON in, HTML out)
+    {
+        "deadline",
+        "environ",
+        "files",
+        "limits",
+        "report",
+        "__init__",
+    },  # report: HTML pages of saved reports (JSON in, HTML out)
     {"errors", "exit_codes", "_version", "_lazy"},
 ]
 LAYER_OF = {name: i for i, layer in enumerate(LAYERS) for name in layer}

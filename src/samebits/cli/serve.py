@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Optional
 
 import typer
@@ -44,6 +46,12 @@ def serve_command(
         help="A forward past this: its requests get 503 and the server is not ready until it returns.",
     ),
     max_body_mb: float = typer.Option(D.max_body_mb, "--max-body-mb", min=0, help="Larger request bodies get 413."),
+    max_json_mb: float = typer.Option(
+        D.max_json_mb,
+        "--max-json-mb",
+        min=0,
+        help="A larger JSON part gets 413: parsed JSON holds up to ~15x its text; send large tensors in binary.",
+    ),
     name: Optional[str] = typer.Option(None, "--name", help="The model's name in the URLs [default: from MODEL]."),
     golden: Optional[str] = typer.Option(
         None,
@@ -92,6 +100,7 @@ def serve_command(
         timeout_s=timeout_s,
         forward_timeout_s=forward_timeout_s,
         max_body_mb=max_body_mb,
+        max_json_mb=max_json_mb,
         name=name,
         golden=golden,
         isolate=isolate,
@@ -133,6 +142,12 @@ def serve_command(
         serve(app, options, on_ready=announce)
     finally:
         runner.close()
+    if app.state.batcher.stuck_since is not None:
+        # Python cannot end a thread: the forward that hangs in the worker thread would keep the
+        # interpreter from exiting (it joins the thread). Its requests were answered (503).
+        typer.echo("samebits: a forward was still running past --forward-timeout-s; exiting without it", err=True)
+        sys.stderr.flush()
+        os._exit(0)
 
 
 def register(app: typer.Typer) -> None:

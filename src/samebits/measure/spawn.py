@@ -117,6 +117,8 @@ class Child:
 
     def ended(self, what: str = "the child process") -> str:
         """``what`` ended (exit status or signal) and its last stderr line, in words."""
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=2)  # its pipe closes a moment before its exit status is there
         code = self.proc.poll()
         how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
         return f"{what} {how}: {self.tail()}"

@@ -143,6 +143,9 @@ class Restartable(Runner, Protocol):
     """A runner whose model lives in a process that can be ended (a forward that hangs) and
     started again from the same calibration."""
 
+    @property
+    def alive(self) -> bool: ...
+
     def kill(self) -> None: ...
 
     def restart(self) -> None: ...

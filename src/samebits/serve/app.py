@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextlib
+import dataclasses
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Hashable, Iterator
@@ -15,14 +18,23 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from samebits._version import __version__
+from samebits.errors import first_line
 from samebits.fingerprint.diff import bit_relevant_digest
 from samebits.models.inputs import ModelInputs
 from samebits.runtime.plan import Restartable, Runner
 from samebits.runtime.predictor import Predictor
-from samebits.serve.batcher import Batcher, Draining, ForwardFailed, QueueFull, Stuck, TimedOut
+from samebits.serve.batcher import Batcher, Draining, ForwardFailed, QueueFull, Stuck, TimedOut, TooLarge
 from samebits.serve.generate import BadGenerate, generate_batcher, parse_generate, supports_generate, vocab_size
 from samebits.serve.options import ServeOptions
-from samebits.serve.protocol import HEADER_LENGTH, ProtocolError, decode_tensor, encode_outputs, parameters, parse_body
+from samebits.serve.protocol import (
+    HEADER_LENGTH,
+    ProtocolError,
+    TooBig,
+    decode_tensor,
+    encode_outputs,
+    parameters,
+    parse_body,
+)
 from samebits.serve.signature import Signature
 
 # The request body of /infer as the protocol defines it, for the OpenAPI schema (the handler reads
@@ -132,6 +144,8 @@ async def submitted(batcher: Batcher, inputs: Any) -> Any:
     """The batcher's answer to ``inputs``; its refusals and failures as :class:`HTTPError`."""
     try:
         return await batcher.submit(inputs)
+    except TooLarge as exc:
+        raise HTTPError(413, str(exc)) from None
     except (QueueFull, Draining, Stuck) as exc:
         raise HTTPError(
             503, f"the queue is full: {exc}" if isinstance(exc, QueueFull) else str(exc), {"Retry-After": "1"}
@@ -142,45 +156,81 @@ async def submitted(batcher: Batcher, inputs: Any) -> Any:
         raise HTTPError(500, f"the model's forward failed: {exc}") from None
 
 
+@dataclasses.dataclass
+class Decoded:
+    """One infer request read and checked: its tensors (padded to their bucket), the outputs it
+    asks for (and which in binary), its id, and its length where inputs are padded."""
+
+    tensors: dict[str, torch.Tensor]
+    names: list[str]
+    binary_out: set[str]
+    request_id: str | None
+    length: int
+
+
+def decode(body: bytes, header_length: str | None, signature: Signature, max_json: int | None = None) -> Decoded:
+    """Read one infer request; every problem is a :class:`ProtocolError` (400; 413 for a JSON
+    part over ``max_json`` bytes)."""
+    parsed, binary = parse_body(body, header_length, max_json)
+    specs = parsed.get("inputs")
+    if not isinstance(specs, list) or not specs:
+        raise ProtocolError("'inputs' must be a non-empty list")
+    tensors, offset = {}, 0
+    for spec in specs:
+        tensor_name, tensor, offset = decode_tensor(spec, binary, offset)
+        if tensor_name in tensors:
+            raise ProtocolError(f"input {tensor_name} is given twice")
+        tensors[tensor_name] = tensor
+    if offset != len(binary):
+        raise ProtocolError(f"{len(binary) - offset} binary bytes follow the last binary input")
+    _rows_of(tensors, signature)
+    signature.check_ids(tensors)
+    length = 0
+    if signature.buckets is not None:
+        try:
+            length = signature.buckets.length_of(tensors)
+        except ValueError as exc:
+            raise ProtocolError(str(exc)) from None
+        tensors = signature.buckets.pad(tensors, signature.buckets.bucket_of(length))
+    names, binary_out = _requested(parsed, signature)
+    request_id = parsed.get("id")
+    if request_id is not None and not isinstance(request_id, str):
+        raise ProtocolError("'id' must be a string")
+    return Decoded(tensors, names, binary_out, request_id, length)
+
+
+INLINE_BODY = 64 * 1024  # bodies up to this are read on the event loop; larger ones in the parse thread
+_PARSE = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="samebits-parse")  # one at a time: bounded memory
+
+
 async def answer(
-    body: bytes, header_length: str | None, signature: Signature, batcher: Batcher, name: str
+    body: bytes,
+    header_length: str | None,
+    signature: Signature,
+    batcher: Batcher,
+    name: str,
+    max_json: int | None = None,
 ) -> tuple[int, dict[str, str], bytes]:
-    """One infer request, start to end: (status, headers, body). Raises :class:`HTTPError`."""
+    """One infer request, start to end: (status, headers, body). Raises :class:`HTTPError`. A
+    large body is parsed off the event loop (which goes on answering), one at a time."""
     try:
-        parsed, binary = parse_body(body, header_length)
-        specs = parsed.get("inputs")
-        if not isinstance(specs, list) or not specs:
-            raise ProtocolError("'inputs' must be a non-empty list")
-        tensors, offset = {}, 0
-        for spec in specs:
-            tensor_name, tensor, offset = decode_tensor(spec, binary, offset)
-            if tensor_name in tensors:
-                raise ProtocolError(f"input {tensor_name} is given twice")
-            tensors[tensor_name] = tensor
-        if offset != len(binary):
-            raise ProtocolError(f"{len(binary) - offset} binary bytes follow the last binary input")
-        _rows_of(tensors, signature)
-        length = 0
-        if signature.buckets is not None:
-            try:
-                length = signature.buckets.length_of(tensors)
-            except ValueError as exc:
-                raise ProtocolError(str(exc)) from None
-            tensors = signature.buckets.pad(tensors, signature.buckets.bucket_of(length))
-        names, binary_out = _requested(parsed, signature)
-        request_id = parsed.get("id")
-        if request_id is not None and not isinstance(request_id, str):
-            raise ProtocolError("'id' must be a string")
+        if len(body) <= INLINE_BODY:
+            request = decode(body, header_length, signature, max_json)
+        else:
+            loop = asyncio.get_running_loop()
+            request = await loop.run_in_executor(_PARSE, decode, body, header_length, signature, max_json)
+    except TooBig as exc:
+        raise HTTPError(413, str(exc)) from None
     except ProtocolError as exc:
         raise HTTPError(400, str(exc)) from None
-    named = signature.named_outputs(await submitted(batcher, signature.arguments(tensors)))
+    named = signature.named_outputs(await submitted(batcher, signature.arguments(request.tensors)))
     for out_name, dims in signature.crop.items():  # the outputs that carry the length: cut back to it
         for dim in dims:
-            named[out_name] = named[out_name].narrow(dim, 0, length)
-    entries, chunks = encode_outputs({n: named[n] for n in names}, binary_out)
+            named[out_name] = named[out_name].narrow(dim, 0, request.length)
+    entries, chunks = encode_outputs({n: named[n] for n in request.names}, request.binary_out)
     reply: dict[str, Any] = {"model_name": name, "model_version": "1", "outputs": entries}
-    if request_id is not None:
-        reply["id"] = request_id
+    if request.request_id is not None:
+        reply["id"] = request.request_id
     head = json.dumps(reply).encode()
     if not chunks:
         return 200, {"Content-Type": "application/json"}, head
@@ -214,6 +264,7 @@ def create_app(
     generating = generate_batcher(generator, options) if generator is not None else None
     vocab = vocab_size(generator.model) if generator is not None else None
     limit = int(options.max_body_mb * 1024 * 1024)
+    max_json = int(options.max_json_mb * 1024 * 1024)
     model_metadata = {
         "name": name,
         "versions": ["1"],
@@ -252,14 +303,26 @@ def create_app(
     async def _error(request: Request, exc: HTTPError) -> JSONResponse:
         return JSONResponse({"error": str(exc)}, status_code=exc.status, headers=exc.headers)
 
+    @app.exception_handler(Exception)
+    async def _bug(request: Request, exc: Exception) -> JSONResponse:
+        """Anything else is samebits' bug: still an answer in the protocol's shape."""
+        return JSONResponse({"error": f"internal error: {first_line(exc, with_type=True)}"}, status_code=500)
+
     def ready() -> bool:
-        return not batcher.draining and not_ready is None and batcher.stuck_since is None
+        return (
+            not batcher.draining
+            and not_ready is None
+            and batcher.stuck_since is None
+            and not batcher.restarting
+            and batcher.broken is None
+        )
 
     def readiness(body: dict[str, Any]) -> JSONResponse:
+        batcher.watch_worker()
         if batcher.broken is not None:
             body["reason"] = batcher.broken
         elif batcher.restarting:
-            body["reason"] = "restarting the model's worker process after a forward hung"
+            body["reason"] = f"restarting the model's worker process {batcher.restart_reason}"
         elif batcher.stuck_since is not None:
             body["reason"] = f"a forward has been running for {time.monotonic() - batcher.stuck_since:.0f} s"
         elif not ready():
@@ -353,7 +416,7 @@ def create_app(
     async def _infer(request: Request) -> Response:
         body = await _body(request)
         status, headers, payload = await answer(
-            body, request.headers.get(HEADER_LENGTH.lower()), signature, batcher, name
+            body, request.headers.get(HEADER_LENGTH.lower()), signature, batcher, name, max_json
         )
         return Response(payload, status_code=status, headers=headers)
 

@@ -19,6 +19,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from samebits.errors import first_line
+from samebits.measure.spawn import ChildDied
 from samebits.measure.batching import batch_size_of, concat_batches, output_rows
 from samebits.models.inputs import ModelInputs
 from samebits.runtime.plan import Restartable
@@ -29,12 +30,17 @@ class QueueFull(RuntimeError):
     """More rows are queued than ``max_queue`` allows (status 503, Retry-After)."""
 
 
+class TooLarge(ValueError):
+    """One request has more rows than the queue can ever hold (status 413: a retry cannot help)."""
+
+
 class TimedOut(RuntimeError):
     """The request waited in the queue longer than ``timeout_s`` (status 504)."""
 
 
 class ForwardFailed(RuntimeError):
-    """The forward of this request's batch raised (status 500); other batches are not affected."""
+    """The forward of this request's rows raised, alone (status 500); a batch that fails is
+    retried request by request, so the requests it shared a batch with are answered."""
 
 
 class Draining(RuntimeError):
@@ -75,6 +81,8 @@ class Batcher:
         self.stuck_since: float | None = None  # a forward past forward_timeout_s is still running
         self.worker = worker  # with kill() and restart(): a hung forward's process is replaced
         self.restarting = False
+        self.restart_reason = ""
+        self._watch: asyncio.Task[None] | None = None  # waits for a stuck forward in the thread
         self.broken: str | None = None  # the worker could not be restarted: nothing more is served
         self.max_batch_size, self.max_wait = max_batch_size, max_wait_ms / 1000.0
         self.max_queue, self.timeout = max_queue, timeout_s
@@ -121,6 +129,12 @@ class Batcher:
         if self._task is None:  # mounted in another app, whose lifespan does not start ours
             await self.start()
         rows = batch_size_of(inputs) or 1
+        if rows > self.max_queue:
+            raise TooLarge(f"the request has {rows} rows; at most {self.max_queue} can be queued (--max-queue)")
+        if self.stuck_since is not None and self.worker is None:
+            raise Stuck(
+                f"a forward has been running for {time.monotonic() - self.stuck_since:.0f} s; no new work until it returns"
+            )
         if self.queued_rows + rows > self.max_queue:
             raise QueueFull(f"{self.queued_rows} rows are queued (--max-queue {self.max_queue})")
         assert self._wake is not None and self._idle is not None
@@ -141,7 +155,9 @@ class Batcher:
         await self.drain()
         if self._task is not None:
             self._task.cancel()
-        self._executor.shutdown(wait=True)
+        # A forward stuck in the worker thread cannot be ended from Python: the thread is left to
+        # it (the process exits without joining it, see serve()); otherwise wait for the thread.
+        self._executor.shutdown(wait=self.stuck_since is None, cancel_futures=True)
 
     def _take(self) -> list[_Item]:
         batch: list[_Item] = []
@@ -168,16 +184,32 @@ class Batcher:
         return batch
 
     async def _recover(self, running: asyncio.Future[Any]) -> None:
-        """After a forward ran past its timeout: wait for it, or kill and restart the worker."""
-        try:
-            if self.worker is None:
-                with contextlib.suppress(Exception):
+        """After a forward ran past its timeout: kill and restart the worker process; in a thread
+        (no worker), wait for the forward to return in the background while new requests get
+        503 at once (the loop goes on answering; see :meth:`submit`)."""
+        if self.worker is None:
+
+            async def returned() -> None:
+                try:
                     await running
-                return
-            self.worker.kill()
-            with contextlib.suppress(Exception):
-                await running
-            self.restarting = True
+                except asyncio.CancelledError:
+                    return  # the server is ending while the forward still runs: it stays stuck
+                except Exception:
+                    pass
+                self.stuck_since = None
+
+            self._watch = asyncio.get_running_loop().create_task(returned())
+            return
+        self.worker.kill()
+        with contextlib.suppress(Exception):
+            await running
+        await self._restart("after a forward hung")
+
+    async def _restart(self, why: str) -> None:
+        """A new worker process, from the same calibration; not ready meanwhile."""
+        assert self.worker is not None
+        self.restarting, self.restart_reason = True, why
+        try:
             await asyncio.get_running_loop().run_in_executor(self._executor, self.worker.restart)
         except Exception as exc:
             self.broken = f"the model's worker could not be restarted: {first_line(exc)}"
@@ -185,6 +217,25 @@ class Batcher:
             self.restarting = False
             if self.broken is None:
                 self.stuck_since = None
+
+    def watch_worker(self) -> None:
+        """Where the worker process died (killed from outside, out of memory) and nothing is
+        restarting it yet, start a new one: not ready until it is back."""
+        if self.worker is not None and not self.worker.alive and not self.restarting and self.broken is None:
+            self.restarting, self.restart_reason = True, "after it died"  # at once: no second restart
+            self._watch = asyncio.get_running_loop().create_task(self._restart("after it died"))
+
+    def _alone(self, batch: list[_Item]) -> list[Any]:
+        """In the worker thread: each request's rows run alone, after its batch's forward raised:
+        each gets its output or its own exception, so one bad request fails only itself. A row's
+        bits do not depend on its batch, so an output here is the one it would have had."""
+        out: list[Any] = []
+        for item in batch:
+            try:
+                out.append(self.predict(item.inputs))
+            except Exception as exc:
+                out.append(ForwardFailed(first_line(exc, with_type=True)))
+        return out
 
     async def _run(self) -> None:
         assert self._wake is not None and self._idle is not None
@@ -206,12 +257,24 @@ class Batcher:
                     if not item.future.done():
                         item.future.set_exception(Stuck(self.broken))
                 continue
+            if self.stuck_since is not None and self.worker is None:
+                for item in batch:  # the one worker thread is busy with a forward that hangs
+                    if not item.future.done():
+                        item.future.set_exception(Stuck("a forward is still running past --forward-timeout-s"))
+                continue
             started = time.monotonic()
             try:
                 joined = concat_batches([b.inputs for b in batch]) if len(batch) > 1 else batch[0].inputs
                 running = loop.run_in_executor(self._executor, self.predict, joined)
                 try:
                     output = await asyncio.wait_for(asyncio.shield(running), self.forward_timeout)
+                except ChildDied as exc:  # the worker process died (killed from outside, out of memory)
+                    for item in batch:
+                        if not item.future.done():
+                            item.future.set_exception(Stuck(f"{exc}; restarting it"))
+                    if self.worker is not None:
+                        await self._restart("after it died")
+                    continue
                 except asyncio.TimeoutError:
                     # Answer this batch now (503). A thread cannot be killed: the server is not
                     # ready until the forward returns, and its late result is dropped. A worker
@@ -229,10 +292,19 @@ class Batcher:
                     if not item.future.done():
                         item.future.set_result(output_rows(output, start, start + item.rows, total))
                     start += item.rows
-            except Exception as exc:  # only this batch fails; the server stays up
-                for item in batch:
-                    if not item.future.done():
-                        item.future.set_exception(ForwardFailed(first_line(exc, with_type=True)))
+            except Exception as exc:  # the batch failed: its requests run alone, so only a bad one fails
+                alone = (
+                    await loop.run_in_executor(self._executor, self._alone, batch)
+                    if len(batch) > 1
+                    else [ForwardFailed(first_line(exc, with_type=True))]
+                )
+                for item, result in zip(batch, alone):
+                    if item.future.done():
+                        continue
+                    if isinstance(result, BaseException):
+                        item.future.set_exception(result)
+                    else:
+                        item.future.set_result(output_rows(result, 0, item.rows, item.rows))
             finally:
                 self.on_batch(sum(b.rows for b in batch), time.monotonic() - started)
             under_load = bool(self.queue)

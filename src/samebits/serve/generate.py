@@ -6,12 +6,12 @@ whatever the load."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import torch
 
 from samebits.errors import UserError
+from samebits.files import BadJson, parse_json
 from samebits.models.inputs import ModelInputs
 from samebits.runtime.generate import DEFAULT_BUCKET, check_fits
 from samebits.runtime.predictor import Predictor
@@ -43,9 +43,9 @@ def generate_batcher(predictor: Predictor, options: ServeOptions) -> Batcher:
 def parse_generate(body: bytes, vocab: int | None, model: Any = None) -> tuple[ModelInputs, str | None]:
     """(the batcher's inputs for one prompt, the request id); :class:`BadGenerate` otherwise."""
     try:
-        request = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BadGenerate(f"the body is not JSON: {exc}") from None
+        request = parse_json(body)
+    except BadJson as exc:
+        raise BadGenerate(f"the body is {exc}") from None
     if not isinstance(request, dict):
         raise BadGenerate("the body must be a JSON object with 'input_ids'")
     unknown = sorted(set(request) - FIELDS)

@@ -106,6 +106,11 @@ class IsolatedPredictor:
             except ChildDied:
                 raise ChildDied(child.ended("the model's worker process")) from None
 
+    @property
+    def alive(self) -> bool:
+        """Whether the child process is running (not killed from outside, not dead)."""
+        return self.child is not None and self.child.running
+
     def kill(self) -> None:
         """End the child now (a forward that hangs); a waiting :meth:`predict` gets ChildDied."""
         if self.child is not None:

@@ -19,6 +19,7 @@ class ServeOptions:
     timeout_s: float = 30.0  # a request still queued after this gets 504
     forward_timeout_s: float = 60.0  # a forward past this: its requests get 503, not ready until it returns
     max_body_mb: float = 64.0  # larger request bodies get 413
+    max_json_mb: float = 16.0  # a larger JSON part gets 413 (parsed JSON takes up to ~15x its text: send binary)
     name: str | None = None  # the model's name in the URLs (default: from MODEL)
     golden: str | None = None  # ready only if this process reproduces this golden's bits
     isolate: bool = False  # the model in a child process, killed and restarted when a forward hangs

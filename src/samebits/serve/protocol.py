@@ -5,12 +5,13 @@ is one :class:`ProtocolError` line, answered with status 400."""
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
 import numpy as np
 import torch
+
+from samebits.files import BadJson, parse_json
 
 HEADER_LENGTH = "Inference-Header-Content-Length"
 
@@ -33,14 +34,22 @@ class ProtocolError(ValueError):
     """A request that does not follow the protocol or this model's signature (status 400)."""
 
 
+class TooBig(ProtocolError):
+    """A JSON part larger than the server parses (status 413: send the tensors in binary)."""
+
+
+MAX_ELEMENTS = 2**31  # values one input may hold: a larger shape is refused before anything is allocated
+
+
 def datatype_of(dtype: torch.dtype) -> str:
     if dtype not in NAMES:
         raise ProtocolError(f"a {dtype} tensor has no datatype in the inference protocol")
     return NAMES[dtype]
 
 
-def parse_body(body: bytes, header_length: str | None) -> tuple[dict[str, Any], bytes]:
-    """The request's JSON object and the binary part after it (empty without the extension)."""
+def parse_body(body: bytes, header_length: str | None, max_json: int | None = None) -> tuple[dict[str, Any], bytes]:
+    """The request's JSON object and the binary part after it (empty without the extension);
+    a JSON part over ``max_json`` bytes is :class:`TooBig`."""
     if header_length is not None:
         try:
             n = int(header_length)
@@ -51,10 +60,14 @@ def parse_body(body: bytes, header_length: str | None) -> tuple[dict[str, Any], 
         head, binary = body[:n], body[n:]
     else:
         head, binary = body, b""
+    if max_json is not None and len(head) > max_json:
+        raise TooBig(
+            f"the JSON part is {len(head)} bytes; the limit is {max_json} (--max-json-mb): send large tensors in binary"
+        )
     try:
-        request = json.loads(head)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ProtocolError(f"the request is not JSON: {exc.msg if hasattr(exc, 'msg') else exc}") from None
+        request = parse_json(head)
+    except BadJson as exc:
+        raise ProtocolError(f"the request is {exc}") from None
     if not isinstance(request, dict):
         raise ProtocolError("the request must be a JSON object with 'inputs'")
     unknown = sorted(set(request) - {"id", "parameters", "inputs", "outputs"})
@@ -88,6 +101,8 @@ def decode_tensor(spec: Any, binary: bytes, offset: int) -> tuple[str, torch.Ten
         raise ProtocolError(f"input {name}: datatype {datatype!r} is not one of {', '.join(DATATYPES)}")
     dtype = DATATYPES[datatype]
     count = math.prod(shape)
+    if count > MAX_ELEMENTS or any(d > MAX_ELEMENTS for d in shape):
+        raise ProtocolError(f"input {name}: shape {shape} is larger than the {MAX_ELEMENTS} values one input may hold")
     size = parameters(spec, f"input {name}").get("binary_data_size")
     if size is not None:
         itemsize = torch.empty(0, dtype=dtype).element_size()

@@ -81,6 +81,7 @@ def deployment(
                     self.signature,
                     self.batcher,
                     self.name,
+                    int(options.max_json_mb * 1024 * 1024),
                 )
             except HTTPError as exc:
                 return JSONResponse({"error": str(exc)}, status_code=exc.status, headers=exc.headers)

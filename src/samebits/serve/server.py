@@ -197,7 +197,10 @@ def serve(app: FastAPI, options: ServeOptions = ServeOptions(), on_ready: Callab
             waiter.cancel()
             task.result()
             return
-        await app.state.batcher.drain()  # new requests get 503; queued and running ones finish
+        # New requests get 503; queued and running ones finish, within a bound: a forward stuck
+        # in the worker thread answered its requests with 503 already and is not waited for.
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(app.state.batcher.drain(), options.forward_timeout_s + options.timeout_s + 5)
         server.should_exit = True
         await task
 

@@ -9,6 +9,7 @@ import re
 from typing import Any
 
 import torch
+from torch import nn
 
 from samebits.errors import UserError
 from samebits.models.inputs import ModelInputs, forward_parameters
@@ -34,6 +35,15 @@ class Signature:
     paths: dict[str, str]  # output name -> path in the output tree
     buckets: Any = None  # serve/padding.Buckets where inputs have a variable length (-1 in row_shape)
     crop: dict[str, list[int]] = dataclasses.field(default_factory=dict)  # output -> dims cut back to the length
+    ids: dict[str, int] = dataclasses.field(default_factory=dict)  # input -> the embedding size its values index
+
+    def check_ids(self, tensors: dict[str, torch.Tensor]) -> None:
+        """A request whose ids fall outside the embedding they index: 400 before it is batched
+        (in a batch, the forward would raise for every request in it)."""
+        for name, size in self.ids.items():
+            t = tensors.get(name)
+            if t is not None and t.numel() and (int(t.min()) < 0 or int(t.max()) >= size):
+                raise ProtocolError(f"input {name} holds ids outside [0, {size}), the embedding they index")
 
     def arguments(self, tensors: dict[str, torch.Tensor]) -> ModelInputs:
         """The forward's arguments from a request's named tensors (already checked)."""
@@ -87,4 +97,35 @@ def signature_of(model: Any, example: ModelInputs, output: Any) -> Signature:
             raise UserError(f"output {name}: {exc}") from None
         outputs.append(TensorSpec(name, leaf.dtype, tuple(leaf.shape[1:])))
         paths[name] = path
-    return Signature(inputs, len(example.args), outputs, paths)
+    return Signature(inputs, len(example.args), outputs, paths, ids=indexed_inputs(model, example, names))
+
+
+def indexed_inputs(model: Any, example: ModelInputs, names: list[str]) -> dict[str, int]:
+    """The integer inputs that ``nn.Embedding`` tables read directly, each with its table's size
+    (the smallest, where several read one input): found by one watched forward on the example."""
+    if not isinstance(model, nn.Module):
+        return {}
+    values = dict(zip(names, [*example.args, *example.kwargs.values()]))
+    ints = {n: v for n, v in values.items() if isinstance(v, torch.Tensor) and not v.is_floating_point()}
+    found: dict[str, int] = {}
+
+    def seen(module: nn.Module, args: tuple[Any, ...]) -> None:
+        given = args[0] if args else None
+        size = int(getattr(module, "num_embeddings"))
+        for name, value in ints.items():
+            if isinstance(given, torch.Tensor) and given.shape == value.shape and torch.equal(given, value):
+                found[name] = min(found.get(name, size), size)
+
+    tables = [m for m in model.modules() if isinstance(m, nn.Embedding)]
+    if not ints or not tables:
+        return {}
+    handles = [m.register_forward_pre_hook(seen) for m in tables]
+    try:
+        with torch.inference_mode():
+            example.call(model)
+    except Exception:  # the signature was taken from a forward already: this one only adds the bounds
+        return {}
+    finally:
+        for handle in handles:
+            handle.remove()
+    return found
