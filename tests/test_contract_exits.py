@@ -198,3 +198,21 @@ def test_a_thread_count_read_from_a_file_or_a_flag_never_reaches_torch_unchecked
     (tmp_path / "out" / "manifest.json").write_text(json.dumps(manifest))
     one_error(run_cli("verify", str(tmp_path / "out")), "must be a whole number of threads from 1 to")
     one_error(run_cli("check", "demo:mlp", "--axes", "threads", "--threads", "1,100000"), "each of --threads")
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["check", "demo:mlp", "--axes", "batch", "--batch-sizes", "1,2000000000"], "each of --batch-sizes"),
+        (["predict", "demo:mlp", "x.npy", "-o", "out", "--batch-size", "0"], "--batch-size must be"),
+        (["predict", "demo:mlp", "x.npy", "-o", "out", "--shard-size", "99999999999"], "--shard-size must be"),
+        (["predict", "demo:mlp", "x.npy", "-o", "out", "--workers", "100000"], "--workers must be from 1 to"),
+        (["serve", "demo:mlp", "--max-batch-size", "2000000000", "--port", "0"], "--max-batch-size must be"),
+    ],
+    ids=lambda a: " ".join(a[:1] + a[-2:]) if isinstance(a, list) else None,
+)
+def test_sizes_from_the_command_line_are_bounded_before_any_work(tmp_path, argv, fragment):
+    np.save(tmp_path / "x.npy", np.zeros((4, 256), dtype="float32"))
+    before = snapshot(tmp_path)
+    one_error(run_cli(*argv, cwd=tmp_path), fragment)
+    assert snapshot(tmp_path) == before

@@ -19,7 +19,7 @@ from samebits.checker.report import AXES, AxisResult, CheckReport
 from samebits.determinism import deterministic, isolate_rng
 from samebits.errors import UserError, first_line
 from samebits.fingerprint import Fingerprint
-from samebits.limits import thread_count
+from samebits.limits import batch_rows, thread_count
 from samebits.tensors.compare import check_tolerances
 from samebits.models.target import as_loaded, eval_mode, inputs_for, spec_of
 from samebits.measure.guard import check_forward, describe_inputs, model_state_kept, torch_env_kept
@@ -45,8 +45,10 @@ def _validate(options: CheckOptions) -> None:
         raise UserError(f"runs (--runs) must be >= 2 to compare runs, got {options.runs}")
     if options.processes < 2:
         raise UserError(f"processes (--processes) must be >= 2 to compare processes, got {options.processes}")
-    if any(b < 1 for b in options.batch_sizes) or not options.batch_sizes:
+    if not options.batch_sizes:
         raise UserError("batch_sizes (--batch-sizes) must be positive integers, e.g. 1,2,4,8")
+    for size in options.batch_sizes:
+        batch_rows(size, "each of --batch-sizes")
     for t in options.threads or ():
         thread_count(t, "each of --threads")
     if options.timeout <= 0:

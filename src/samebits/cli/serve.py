@@ -10,6 +10,7 @@ import typer
 
 from samebits.cli import inputs as opts
 from samebits.errors import UserError
+from samebits.limits import batch_rows
 from samebits.serve.options import ServeOptions
 
 D = ServeOptions()  # the library's defaults, declared once
@@ -109,6 +110,7 @@ def serve_command(
         threads=threads,
     )
     opts.bound_loading()
+    batch_rows(max_batch_size, "--max-batch-size")
     if isolate:
         if input_file or input_shape or dtype or int_range:
             raise UserError(

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from samebits.errors import UserError, first_line
+from samebits.limits import batch_rows, max_threads, thread_count
 from samebits.files import BadJson, FolderBusy, atomic_write, exclusive, folder_state, read_json, sha256_file
 from samebits.measure.batching import batch_size_of, join_outputs, take_rows
 from samebits.models.inputs import ModelInputs
@@ -286,8 +287,12 @@ def predict(
     from samebits.runtime.predictor import Predictor
 
     started = time.monotonic()
-    if batch_size < 1 or shard_size < 1 or workers < 1 or (threads_per_worker is not None and threads_per_worker < 1):
-        raise UserError("--batch-size, --shard-size, --workers and --threads-per-worker must be >= 1")
+    batch_rows(batch_size, "--batch-size")
+    batch_rows(shard_size, "--shard-size")
+    if workers < 1 or workers > max_threads():
+        raise UserError(f"--workers must be from 1 to {max_threads()} (4 per core here), not {workers}")
+    if threads_per_worker is not None:
+        thread_count(threads_per_worker, "--threads-per-worker")
     out = Path(out_dir)
     _check_out_dir(out, resume)
     files = input_files(inputs)

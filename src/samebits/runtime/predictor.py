@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from samebits.errors import UserError
+from samebits.limits import batch_rows
 from samebits.fingerprint.diff import bit_relevant_digest
 from samebits.models import ModelInputs
 from samebits.models.target import as_loaded, eval_mode, inputs_for
@@ -95,14 +96,10 @@ class Predictor:
         for name in auto_backends or ():
             if name not in BACKENDS:
                 raise UserError(f"unknown backend '{name}' in auto_backends; choose from {', '.join(BACKENDS)}")
-        if (
-            max_batch_size is not None
-            and max_batch_size != "auto"
-            and (not isinstance(max_batch_size, int) or max_batch_size < 1)
-        ):
-            raise UserError(f"max_batch_size must be an integer >= 1 or 'auto', not {max_batch_size!r}")
-        if tile is not None and tile < 1:
-            raise UserError("tile must be >= 1")
+        if max_batch_size is not None and max_batch_size != "auto":
+            batch_rows(max_batch_size, "max_batch_size")
+        if tile is not None:
+            batch_rows(tile, "tile")
         loaded = as_loaded(model_or_spec)
         model = loaded.model
         example = inputs_for(
