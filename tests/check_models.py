@@ -190,3 +190,41 @@ def wide():
 def wide_no_grad():
     model, x = wide()
     return model.requires_grad_(False), x
+
+
+class Contrastive(nn.Module):
+    """CLIP's shape: images and texts embedded, each image scored against every text of the batch
+    (``logits_per_image`` is ``[B, B]``): the rows of a batch are coupled by design."""
+
+    def __init__(self):
+        super().__init__()
+        self.image, self.text = nn.Linear(16, 8), nn.Linear(12, 8)
+
+    def forward(self, images, texts):
+        a = torch.nn.functional.normalize(self.image(images), dim=-1)
+        b = torch.nn.functional.normalize(self.text(texts), dim=-1)
+        logits = a @ b.T
+        return {"logits_per_image": logits, "logits_per_text": logits.T, "image_embeds": a}
+
+
+def contrastive():
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    return Contrastive().eval(), (torch.randn(4, 16, generator=g), torch.randn(4, 12, generator=g))
+
+
+class SelfSimilarity(nn.Module):
+    """One input, every sample scored against every other of its batch (``[B, B]``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Linear(16, 8)
+
+    def forward(self, x):
+        e = self.embed(x)
+        return e @ e.T
+
+
+def self_similarity():
+    torch.manual_seed(0)
+    return SelfSimilarity().eval(), torch.randn(4, 16, generator=torch.Generator().manual_seed(1))

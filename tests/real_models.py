@@ -294,3 +294,28 @@ def llama():
         ids[i, -n:] = _ids((1, n), 512, seed=20 + i)[0]
         mask[i, -n:] = 1
     return model, {"input_ids": ids, "attention_mask": mask}
+
+
+def clip():
+    """CLIP: images and texts of one batch scored against each other (``logits_per_image [B, B]``)."""
+    from transformers import CLIPConfig, CLIPModel, CLIPTextConfig, CLIPVisionConfig
+
+    torch.manual_seed(0)
+    text = CLIPTextConfig(
+        vocab_size=99,
+        hidden_size=32,
+        intermediate_size=37,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        max_position_embeddings=16,
+        bos_token_id=0,
+        eos_token_id=2,
+        pad_token_id=1,
+    )
+    vision = CLIPVisionConfig(
+        image_size=16, patch_size=8, hidden_size=32, intermediate_size=37, num_hidden_layers=2, num_attention_heads=4
+    )
+    model = CLIPModel(CLIPConfig(text_config=text.to_dict(), vision_config=vision.to_dict(), projection_dim=16))
+    ids = _ids((4, 7), 99)
+    pixels = torch.randn(4, 3, 16, 16, generator=torch.Generator().manual_seed(2))
+    return model.eval(), {"input_ids": ids, "pixel_values": pixels}

@@ -272,3 +272,12 @@ def test_each_fix_text_is_written_once_in_src():
 def test_the_library_check_validates_tolerances_as_the_cli_does(atol, rtol, fragment):
     with pytest.raises(UserError, match=fragment):
         check("demo:mlp", axes=("repeat",), atol=atol, rtol=rtol)
+
+
+def test_rows_coupled_by_design_get_their_own_cause_not_a_tile_size():
+    report = check(spec("contrastive"), axes=("batch",))
+    (cause,) = report.causes
+    assert cause.code == "rows-coupled" and "logits_per_image" in cause.summary and "[1, 5] at batch 5" in cause.summary
+    assert "fixed tile size would change" in cause.fix
+    through = check(spec("contrastive"), axes=("batch",), runtime="predictor")  # not hidden by running rows alone
+    assert [a.verdict for a in through.axes] == ["diverged"] and through.causes[0].code == "rows-coupled"

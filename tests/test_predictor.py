@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -322,3 +323,33 @@ def test_inputs_are_cast_to_the_dtype_the_model_was_cast_to(cache):
     out = p.predict(x)
     assert out.dtype == torch.bfloat16
     assert torch.equal(p.predict_one(x[1]), out[1])  # and a sample's bits are still its own
+
+
+def _contrastive():
+    import check_models
+
+    return check_models.contrastive()
+
+
+def test_a_model_whose_rows_are_coupled_runs_each_batch_whole_and_keeps_its_output(cache):
+    model, (images, texts) = _contrastive()
+    with samebits.Predictor(model, example_inputs=(images, texts), cache_dir=cache) as p:
+        assert p.plan.scheme == "whole" and "logits_per_image" in p.plan.notes[0] and p.plan.sizes == ()
+        for n in (1, 3, 4, 7):
+            x, t = torch.randn(n, 16), torch.randn(n, 12)
+            got, want = p.predict((x, t)), model(x, t)
+            assert got.keys() == want.keys()
+            assert all(got[k].shape == want[k].shape and torch.equal(got[k], want[k]) for k in want)
+        with pytest.raises(UserError, match="map\\(\\) groups samples into batches"):
+            list(p.map([(images[0], texts[0])]))
+    with pytest.raises(UserError, match="tile 2 cannot be used here"):
+        samebits.Predictor(model, example_inputs=(images, texts), cache_dir=cache, tile=2)
+
+
+def test_predict_refuses_a_model_whose_rows_are_coupled_in_one_line(tmp_path):
+    import numpy as np
+
+    np.save(tmp_path / "images.npy", np.zeros((6, 16), dtype="float32"))
+    spec = f"{Path(__file__).with_name('check_models.py')}:self_similarity"
+    out = run_cli("predict", spec, str(tmp_path / "images.npy"), "-o", str(tmp_path / "o"))
+    assert out.returncode == 2 and "cuts the inputs into batches" in out.stderr.strip().splitlines()[-1]

@@ -233,3 +233,17 @@ def test_gpt2(samebits_golden):
     )
     pytester.runpytest("--samebits-update").assert_outcomes(passed=1)
     pytester.runpytest().assert_outcomes(passed=1)
+
+
+def test_clip_through_the_predictor_keeps_its_b_by_b_logits_and_check_names_coupled_rows(tmp_path):
+    model, example = real_models.clip()
+    with samebits.Predictor(model, example_inputs=example, cache_dir=tmp_path) as p:
+        assert p.plan.scheme == "whole" and "logits_per_image" in p.plan.notes[0]
+        for n in (2, 4):
+            batch = {k: v[:n] for k, v in example.items()}
+            got, want = p.predict(batch), model(**batch)
+            assert got.logits_per_image.shape == (n, n)
+            assert torch.equal(got.logits_per_image, want.logits_per_image)
+            assert torch.equal(got.text_embeds, want.text_embeds)
+    report = samebits.check(spec("clip"), axes=("batch",))
+    assert [c.code for c in report.causes] == ["rows-coupled"]

@@ -473,3 +473,21 @@ def test_variable_length_inputs_are_padded_to_their_bucket_and_answered_with_loa
         assert got == expected
     finally:
         predictor.close()
+
+
+def test_a_model_whose_rows_are_coupled_answers_each_request_as_its_own_batch():
+    import check_models
+
+    server = Server(f"{HERE / 'check_models.py'}:self_similarity", "--max-batch-size", "8")
+    model, _ = check_models.self_similarity()
+    xs = [torch.randn(2, 16, generator=torch.Generator().manual_seed(i)) for i in range(6)]
+    try:
+        metadata = json.loads(server.request(f"/v2/models/{server.name}")[2])["parameters"]["samebits"]
+        assert metadata["invariance"] == "whole"
+        with concurrent.futures.ThreadPoolExecutor(6) as pool:
+            answers = list(pool.map(server.infer, xs, timeout=120))
+        for x, (code, answer) in zip(xs, answers):
+            assert code == 200 and answer["outputs"][0]["shape"] == [2, 2]
+            assert torch.equal(torch.tensor(answer["outputs"][0]["data"]).reshape(2, 2), model(x).detach())
+    finally:
+        assert server.stop() == 0

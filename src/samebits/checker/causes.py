@@ -185,6 +185,16 @@ def batch_size(e: Evidence) -> list[Cause]:
     if batch is None:
         return []
     details = _details(batch, BatchDetails)
+    if details is not None and details.coupled:
+        return [
+            Cause(
+                "rows-coupled",
+                "batch",
+                f"a sample's output depends on its batch by design: {details.coupled}",
+                f"batch sizes that agree bit for bit: {details.groups_text}",
+                fix_of("rows-coupled"),
+            )
+        ]
     where = f", starting in {batch.origin.module} ({batch.origin.type})" if batch.origin else ""
     return [
         Cause(

@@ -158,6 +158,7 @@ class BatchDetails:
     errors: list[str]
     example_batch: int
     localized_at_size: int | None = None
+    coupled: str | None = None  # why the rows are coupled by design (an output [B, B]), where they are
 
 
 AxisDetails = SeedDetails | StateDetails | ChildrenDetails | BatchDetails

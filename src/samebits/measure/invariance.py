@@ -15,6 +15,7 @@ from samebits.errors import first_line
 from samebits.measure.batching import concat_batches, output_rows, random_neighbour
 from samebits.models.inputs import ModelInputs
 from samebits.tensors.digest import digest_tree
+from samebits.tensors.tree import flatten
 
 
 def row_key(output: Any) -> str:
@@ -196,3 +197,34 @@ def _measure_size(
     if fresh:
         others = [sample, *[random_neighbour(sample, gen, dim) for _ in range(size - 1)]]
         entry.fresh_key = row_key(output_rows(forward(concat_batches(others, dim)), 0, 1, size, dim=dim))
+
+
+COUPLING_SIZES = (2, 3, 5)
+
+
+def coupled_rows(
+    forward: Callable[[ModelInputs], Any], sample: ModelInputs, *, seed: int = 0, dim: int = 0
+) -> str | None:
+    """Why the rows of a batch are coupled by design, or ``None``: an output whose row has a dim
+    that follows the batch size (CLIP's ``logits_per_image`` row is ``[1, B]``: each image scored
+    against every text of the batch). Measured at batches of 2, 3 and 5 (the sample first,
+    random neighbours after); such a model cannot be cut into batches without changing what its
+    outputs mean."""
+    gen = torch.Generator().manual_seed(seed)
+    shapes: dict[int, dict[str, tuple[int, ...]]] = {}
+    for n in COUPLING_SIZES:
+        batch = concat_batches([sample, *[random_neighbour(sample, gen, dim) for _ in range(n - 1)]], dim)
+        try:
+            row = output_rows(forward(batch), 0, 1, n, dim=dim)
+        except Exception:  # outputs that cannot be split, or a forward that fails here: not this question
+            return None
+        shapes[n] = {p: tuple(t.shape) for p, t in flatten(row).items() if isinstance(t, torch.Tensor)}
+    first = shapes[COUPLING_SIZES[0]]
+    for path, shape in first.items():
+        for d in range(len(shape)):
+            if all(
+                path in shapes[n] and len(shapes[n][path]) == len(shape) and shapes[n][path][d] == n for n in shapes
+            ):
+                seen = ", ".join(f"{list(shapes[n][path])} at batch {n}" for n in COUPLING_SIZES)
+                return f"output {path or '<output>'} has a dim of the batch's size ({seen}): each row is computed against the whole batch"
+    return None

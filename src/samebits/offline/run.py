@@ -314,6 +314,12 @@ def predict(
             workers,
             threads_per_worker,
         )
+        if predictor.plan.scheme == "whole":
+            predictor.close()
+            raise UserError(
+                f"samebits predict cuts the inputs into batches, which would change this model's outputs: "
+                f"{predictor.invariance.measured['coupled']}; run Predictor.predict on the batches you mean"
+            )
         with num_threads(threads["per_worker"]), predictor:
             header = header_of(predictor, loaded.spec, batch_size, shard_size, files, dataset, threads)
             complete = _resumable(out, header) if resume and has_manifest else {}

@@ -73,6 +73,13 @@ CAUSES: dict[str, CauseKind] = {
             {"generate": _PREDICTOR_GENERATE},
         ),
         CauseKind(
+            "rows-coupled",
+            "an output's row has a dim of the batch's size at batches of 2, 3 and 5 (CLIP's `[B, B]` logits)",
+            "nothing to fix in the kernels: the rows of a batch are scored against each other by design, so "
+            "run and serve whole batches as given (samebits.Predictor runs such a model batch by batch, never "
+            "split or padded); a fixed tile size would change what the outputs mean",
+        ),
+        CauseKind(
             "batch-composition",
             "a generation: copies of the prompt at the batch's shape still differ from it inside the batch",
             _PREDICTOR_GENERATE,

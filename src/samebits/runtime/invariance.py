@@ -63,6 +63,8 @@ class Invariance:
     def notes(self) -> list[str]:
         """What the plan costs where invariance constrains it: a lone sample padded up, a
         largest verified size below what was tried (measured against plain batching)."""
+        if self.scheme == "whole":
+            return [f"each batch runs whole, as given (never split or padded): {self.measured['coupled']}"]
         timed = self.timings()
         if self.scheme == "off" or not self.sizes or not timed:
             return []

@@ -8,7 +8,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, Literal, Protocol
 
-Scheme = Literal["tile", "class", "off"]
+Scheme = Literal["tile", "class", "off", "whole"]  # whole: rows coupled by design, each batch run as given
 
 
 @dataclasses.dataclass(frozen=True)

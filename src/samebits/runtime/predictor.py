@@ -36,6 +36,7 @@ from samebits.measure.batching import (
     take_rows,
     take_sample,
 )
+from samebits.measure.invariance import coupled_rows
 from samebits.measure.prepare import prepare
 from samebits.determinism.shared import acquire_profile, release_profile
 from samebits.runtime.invariance import (
@@ -186,8 +187,18 @@ class Predictor:
         best, measured = largest_batch(self.model, self.example_at, budget, self.device)
         return MemoryPlan(best, round(budget, 1), measured)
 
+    def _coupling(self) -> str | None:
+        """Why the rows of a batch are coupled by design (an output ``[B, B]``), or ``None``."""
+        if self._sample is None:
+            return None
+        with torch.inference_mode():
+            return coupled_rows(lambda batch: batch.call(self.model), self._sample, seed=self.seed)
+
     def _invariance(self, invariant: bool, tile: int | None, budget: float) -> Invariance:
         if not invariant:
+            coupled = self._coupling()
+            if coupled is not None:
+                return Invariance("whole", [], {"coupled": coupled})
             return Invariance("off", [], {"reason": "invariant=False"})
         if self._sample is None:
             raise UserError("invariant=True needs inputs with a batch dimension (dim 0); pass invariant=False")
@@ -208,6 +219,9 @@ class Predictor:
         sample = self._sample
 
         def measure() -> Invariance:
+            coupled = self._coupling()
+            if coupled is not None:  # no size keeps a row's meaning: each batch runs whole, as given
+                return Invariance("whole", [], {"coupled": coupled})
             self._runners.at(candidates[0])  # build (or load) the artifact before the calibration is timed
             inv = calibrate(lambda batch: self.run_at(batch, batch_size_of(batch)), sample, candidates, seed=self.seed)
             inv.measured["forward_seconds"] = self._time_forwards(inv, budget)
@@ -218,6 +232,10 @@ class Predictor:
         if note is not None:
             self.notes.append(note)
             warnings.warn(note, stacklevel=3)
+        if inv.scheme == "whole":
+            if tile:
+                raise UserError(f"tile {tile} cannot be used here: {inv.measured['coupled']}")
+            return inv
         if tile and inv.sizes != [tile]:
             raise UserError(
                 f"tile {tile} is not batch-invariant here: a row's bits change with its position or neighbours (measured)"
@@ -299,18 +317,19 @@ class Predictor:
     def _forward(self, batch: ModelInputs) -> Any:
         n = batch_size_of(batch)
         if n is None:
-            if self.invariance.scheme != "off":
+            if self.invariance.scheme not in ("off", "whole"):
                 raise UserError("these inputs have no batch dimension; the Predictor batches along dim 0")
             return self._to_cpu(self.run_at(batch, None))
         if n == 0:
             raise UserError(
                 "predict got a batch of 0 rows; pass at least one sample (map() over no samples yields nothing)"
             )
-        plan = (
-            self.invariance.plan(n)
-            if self.invariance.scheme != "off"
-            else [(min(n - i, self.max_batch_size),) * 2 for i in range(0, n, self.max_batch_size)]
-        )
+        if self.invariance.scheme == "whole":  # rows coupled by design: the batch as given, never cut
+            plan = [(n, n)]
+        elif self.invariance.scheme == "off":
+            plan = [(min(n - i, self.max_batch_size),) * 2 for i in range(0, n, self.max_batch_size)]
+        else:
+            plan = self.invariance.plan(n)
         if plan == [(n, n)]:  # one forward of the whole batch (a verified size): nothing to cut or join
             with self._lock:
                 return self._to_cpu(self.run_at(batch, n))
@@ -385,7 +404,12 @@ class Predictor:
 
     def map(self, samples: Iterable[Any], batch_size: int | None = None, progress: bool = False) -> Iterator[Any]:
         """Outputs for every sample (no batch dim each), in input order, batched ``batch_size``
-        at a time (default: the largest verified size); the last partial batch is handled."""
+        at a time (default: the largest verified size); the last partial batch is handled. Not for
+        a model whose rows are coupled by design: how the samples were grouped would change them."""
+        if self.invariance.scheme == "whole":
+            raise UserError(
+                f"map() groups samples into batches, which changes this model's outputs: {self.invariance.measured['coupled']}; call predict() on the batches you mean"
+            )
         size = batch_size or (self.invariance.sizes[-1] if self.invariance.sizes else self.max_batch_size)
         pending: list[ModelInputs] = []
         done = 0

@@ -259,6 +259,7 @@ def create_app(
         on_batch=lambda rows, seconds: metrics.batch.observe(rows),
         worker=restartable,
         key=key,
+        joins=runner.plan.scheme != "whole",  # coupled rows: a request is never batched with another
     )
     generator = runner if isinstance(runner, Predictor) and supports_generate(runner.model) else None
     generating = generate_batcher(generator, options) if generator is not None else None

@@ -74,8 +74,10 @@ class Batcher:
         on_batch: Callable[[int, float], None] | None = None,
         worker: Restartable | None = None,
         key: Callable[[ModelInputs], Hashable] | None = None,
+        joins: bool = True,
     ) -> None:
         self.predict = predict
+        self.joins = joins  # False: each request is its own batch (a model whose rows are coupled)
         self.key = key  # requests are batched only with the same key (a padded length)
         self.forward_timeout = forward_timeout_s
         self.stuck_since: float | None = None  # a forward past forward_timeout_s is still running
@@ -103,6 +105,7 @@ class Batcher:
         on_batch: Callable[[int, float], None] | None = None,
         worker: Restartable | None = None,
         key: Callable[[ModelInputs], Hashable] | None = None,
+        joins: bool = True,
     ) -> Batcher:
         """A batcher with the limits of ``options`` (``samebits serve``'s flags)."""
         return cls(
@@ -115,6 +118,7 @@ class Batcher:
             on_batch=on_batch,
             worker=worker,
             key=key,
+            joins=joins,
         )
 
     async def start(self) -> None:
@@ -166,7 +170,8 @@ class Batcher:
         while self.queue and (
             not batch
             or (
-                rows + self.queue[0].rows <= self.max_batch_size
+                self.joins
+                and rows + self.queue[0].rows <= self.max_batch_size
                 and (self.key is None or self.key(self.queue[0].inputs) == first)
             )
         ):

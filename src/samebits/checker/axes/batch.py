@@ -13,7 +13,7 @@ from samebits.checker.context import CheckContext, keys_for, op_origin, origin_f
 from samebits.tensors.compare import Verdict, worst_verdict
 from samebits.checker.report import AxisResult, BatchDetails, Difference
 from samebits.measure.batching import batch_size_of, random_neighbour, stack_samples, take_sample
-from samebits.measure.invariance import format_groups, measure_batch_invariance
+from samebits.measure.invariance import coupled_rows, format_groups, measure_batch_invariance
 from samebits.measure.trace import first_divergence, plain_forward
 from samebits.tensors.tree import RowError
 
@@ -68,8 +68,13 @@ def batch_axis(ctx: CheckContext) -> AxisResult:
     agreed = sum(1 for s in measured.measured if s.key == measured.at(1).key)
     result = AxisResult("batch", verdict, len(tried), agreed, difference=worst)
     position, neighbours = measured.position_matters, measured.neighbours_matter
+    coupled = (
+        coupled_rows(lambda batch: plain_forward(ctx.model, batch), sample, seed=ctx.options.seed + 3, dim=dim)
+        if first_bad is not None
+        else None
+    )
     result.details = BatchDetails(
-        tried, groups, format_groups(groups, tried), position, neighbours, measured.errors, n0
+        tried, groups, format_groups(groups, tried), position, neighbours, measured.errors, n0, coupled=coupled
     )
     if first_bad is not None and ctx.localizes:
         gen = torch.Generator().manual_seed(ctx.options.seed + 2)
