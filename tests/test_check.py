@@ -281,3 +281,11 @@ def test_rows_coupled_by_design_get_their_own_cause_not_a_tile_size():
     assert "fixed tile size would change" in cause.fix
     through = check(spec("contrastive"), axes=("batch",), runtime="predictor")  # not hidden by running rows alone
     assert [a.verdict for a in through.axes] == ["diverged"] and through.causes[0].code == "rows-coupled"
+
+
+def test_runtime_children_reuse_the_parents_calibration_at_its_max_batch_size(tmp_path, monkeypatch):
+    monkeypatch.setenv("SAMEBITS_CACHE_DIR", str(tmp_path))
+    report = check("demo:mlp", axes=("batch", "process"), runtime="predictor", max_batch_size=8, processes=2)
+    assert {a.axis: a.verdict for a in report.axes} == {"batch": "identical", "process": "identical"}
+    (calibration,) = tmp_path.glob("calibration-*.json")  # one: the children read the parent's
+    assert max(json.loads(calibration.read_text())["measured"]["tried"]) == 8

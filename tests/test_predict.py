@@ -300,3 +300,12 @@ def test_out_dirs_and_outputs_samebits_cannot_use_are_one_line(inputs, tmp_path)
     assert wrong.returncode == 2 and "on the first samples of the inputs" in wrong.stderr
     odd = run_cli("predict", f"{HERE / 'predict_models.py'}:odd_output", str(inputs), "-o", str(tmp_path / "odd"))
     assert odd.returncode == 2 and "is not a tensor with one row per sample" in odd.stderr
+
+
+def test_max_batch_size_caps_the_calibration_and_verify_rebuilds_the_same_plan(inputs, tmp_path):
+    out = tmp_path / "out"
+    run = run_cli("predict", SPEC, str(inputs), "-o", str(out), "--max-batch-size", "8", "--shard-size", "100")
+    assert run.returncode == 0, run.stderr
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["max_batch_size"] == 8 and max(manifest["plan"]["verified_batch_sizes"]) <= 8
+    assert run_cli("verify", str(out), SPEC).returncode == 0

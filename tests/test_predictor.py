@@ -250,7 +250,7 @@ def test_tensorrt_engine_is_built_once_and_invariant(cache):
     assert again.artifacts[8].built_here is False
 
 
-def test_a_calibration_over_its_budget_says_so_and_still_measures_every_size(tmp_path):
+def test_a_calibration_stops_at_its_time_budget_and_says_how_far_it_got(tmp_path):
     import warnings
 
     torch.manual_seed(0)
@@ -259,16 +259,25 @@ def test_a_calibration_over_its_budget_says_so_and_still_measures_every_size(tmp
         warnings.simplefilter("always")
         p = samebits.Predictor(model, example_inputs=torch.randn(4, 8), calibration_budget=0.0, cache_dir=tmp_path)
     p.close()
-    assert (
-        p.invariance.measured["tried"] == [1, 2, 4, 8, 16, 32, 64, 128, 256]
-        and p.invariance.measured["not_tried"] == []
+    measured = p.invariance.measured
+    assert measured["tried"] == [1] and measured["not_tried"] == [2, 4, 8, 16, 32, 64, 128, 256]
+    assert p.invariance.sizes == [1] and "past the 0 s budget" in measured["stopped"]
+    assert any("calibrated up to batch size 1: size 2 would take about" in n for n in p.notes)
+    assert not caught  # stopped in time: no over-budget warning
+
+
+def test_a_calibration_stops_at_its_memory_budget_and_never_runs_that_size(tmp_path):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 16384), torch.nn.ReLU(), torch.nn.Linear(16384, 4))
+    p = samebits.Predictor(
+        model, example_inputs=torch.randn(4, 64), memory_budget_mb=8, cache_dir=tmp_path, deterministic=False
     )
-    assert (
-        p.notes
-        and "calibration measured every batch size up to 256 in" in p.notes[0]
-        and "over its 0 s budget" in p.notes[0]
-    )
-    assert any(str(w.message) == p.notes[0] for w in caught)
+    measured = p.invariance.measured
+    top = max(measured["tried"])
+    assert "grew memory past the 8 MB budget" in measured["stopped"] and top in measured["failed"]
+    assert top not in p.invariance.sizes and measured["not_tried"] == [
+        s for s in (1, 2, 4, 8, 16, 32, 64, 128, 256) if s > top
+    ]
 
 
 def test_backend_builds_keep_third_party_output_off_the_terminal(tmp_path, capfd):

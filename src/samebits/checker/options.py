@@ -25,6 +25,7 @@ class CheckOptions:
     timeout: float = 120.0
     localize: bool = True
     runtime: str | None = None  # "predictor" or "predictor:BACKEND": run the axes through a Predictor
+    max_batch_size: int | None = None  # with runtime: the largest batch its Predictor calibrates (None: 256)
 
     def thread_counts(self) -> tuple[int, ...]:
         if self.threads:

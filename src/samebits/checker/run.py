@@ -91,6 +91,7 @@ def check(
     timeout: float = _D.timeout,
     localize: bool = _D.localize,
     runtime: str | None = _D.runtime,
+    max_batch_size: int | None = _D.max_batch_size,
     progress: Callable[[str], None] | None = None,
 ) -> CheckReport:
     """Run ``model_or_spec`` under every variation that changes bits and report what changed.
@@ -102,7 +103,8 @@ def check(
     the current count); ``batch_sizes`` the sizes a sample is put in, along ``batch_dim``;
     ``atol``/``rtol`` a tolerance, both or neither (default: bits); ``timeout`` seconds per child process;
     ``localize`` whether to find the first divergent module; ``runtime`` ``"predictor"`` or
-    ``"predictor:BACKEND"`` to run the axes through a Predictor. The model's buffers, training
+    ``"predictor:BACKEND"`` to run the axes through a Predictor (calibrated up to
+    ``max_batch_size`` rows, in this process and in every child alike). The model's buffers, training
     flags and every global RNG are left as they were.
     """
     start = time.monotonic()
@@ -122,6 +124,7 @@ def check(
         timeout=timeout,
         localize=localize,
         runtime=runtime,
+        max_batch_size=max_batch_size,
     )
     _validate(opts)
     say = progress or (lambda message: None)
@@ -139,7 +142,7 @@ def check(
         parse_runtime(opts.runtime)
         say(f"building the {opts.runtime} runtime")
         with isolate_rng(opts.device):
-            model = runtime_model(model, model_inputs, opts.runtime)
+            model = runtime_model(model, model_inputs, opts.runtime, max_batch_size=opts.max_batch_size)
         predictor, hookable = model.predictor, False
     ctx = CheckContext(model, model_inputs, opts, spec, hookable, say, predictor.model if predictor else None)
     results: dict[str, AxisResult] = {}

@@ -34,6 +34,12 @@ def bench_command(
     no_memory: bool = typer.Option(
         not D.memory, "--no-memory", help="Skip peak memory (one fresh process per configuration)."
     ),
+    max_batch_size: Optional[int] = typer.Option(
+        D.max_batch_size,
+        "--max-batch-size",
+        min=1,
+        help="The Predictors calibrate up to this many rows [default: the largest of --batch-sizes].",
+    ),
     timeout: float = typer.Option(
         D.timeout, "--timeout", help="Seconds a forward may go without progress before the bench ends (exit 2)."
     ),
@@ -67,6 +73,7 @@ def bench_command(
             rounds=rounds,
             budget=budget,
             memory=not no_memory,
+            max_batch_size=max_batch_size,
             progress=lambda m: status.update(f"bench: {escape(m)}"),
         )
     data = report.to_dict()

@@ -56,6 +56,12 @@ def check_command(
         metavar="predictor[:BACKEND]",
         help="Run the axes through a samebits.Predictor, to see a fix work.",
     ),
+    max_batch_size: Optional[int] = typer.Option(
+        None,
+        "--max-batch-size",
+        min=1,
+        help="With --runtime: the largest batch the Predictor calibrates [default: 256, within its time and memory budget].",
+    ),
     json_path: Optional[str] = opts.JsonOpt,
     html_path: Optional[str] = opts.HtmlOpt,
     out_dir: Optional[str] = typer.Option(
@@ -147,6 +153,7 @@ def check_command(
             timeout=timeout,
             localize=not no_localize,
             runtime=runtime,
+            max_batch_size=max_batch_size,
         )
     if out_dir is not None:
         from samebits.checker.repro import _writable

@@ -63,6 +63,12 @@ def predict_command(
         ..., "-o", "--output", metavar="OUT_DIR", help="Folder for the shards and manifest.json."
     ),
     batch_size: int = typer.Option(64, "--batch-size", help="Samples per call to the Predictor."),
+    max_batch_size: Optional[int] = typer.Option(
+        None,
+        "--max-batch-size",
+        min=1,
+        help="The largest batch the Predictor calibrates and runs [default: 256, within its time and memory budget].",
+    ),
     backend: str = typer.Option(
         "eager",
         "--backend",
@@ -119,6 +125,7 @@ def predict_command(
             inputs,
             out_dir,
             batch_size=batch_size,
+            max_batch_size=max_batch_size,
             backend=backend,
             shard_size=shard_size,
             resume=resume,

@@ -93,10 +93,18 @@ def bit_relevant(data: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def bit_relevant_digest(data: dict[str, Any]) -> str:
+def bit_relevant_digest(data: dict[str, Any], without: tuple[str, ...] = ()) -> str:
     """sha256 of :func:`bit_relevant`: equal for two fingerprints exactly when no field that can
-    change bits differs (the Predictor's cache key, a predict manifest, Ray replicas)."""
-    return hashlib.sha256(json.dumps(bit_relevant(data), sort_keys=True, default=str).encode()).hexdigest()
+    change bits differs (the Predictor's cache key, a predict manifest, Ray replicas); ``without``
+    leaves fields out by name."""
+    fields = {k: v for k, v in bit_relevant(data).items() if k not in without}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True, default=str).encode()).hexdigest()
+
+
+# The calibration's key leaves the hash seed out: it changes outputs only through Python-level
+# set and dict order (which the process axis measures on its own), never which batch sizes keep
+# a row's bits; so processes started with other hash seeds read one calibration.
+CALIBRATION_WITHOUT = ("env.PYTHONHASHSEED",)
 
 
 def diff(a: Any, b: Any) -> list[FieldChange]:

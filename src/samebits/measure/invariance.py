@@ -13,6 +13,7 @@ import torch
 
 from samebits.errors import first_line
 from samebits.measure.batching import concat_batches, output_rows, random_neighbour
+from samebits.measure.memory import peak_of
 from samebits.models.inputs import ModelInputs
 from samebits.tensors.digest import digest_tree
 from samebits.tensors.tree import flatten
@@ -32,6 +33,7 @@ class SizeRows:
     keys: dict[int, str] = dataclasses.field(default_factory=dict)  # position -> row_key
     fresh_key: str | None = None  # position 0 again, with other neighbours (None: not measured)
     seconds: float = 0.0
+    peak_mb: float | None = None  # what its forwards added to the memory peak (with a memory budget)
     error: str | None = None
 
     @property
@@ -55,12 +57,13 @@ class SizeRows:
 
 @dataclasses.dataclass
 class BatchInvariance:
-    """Every size measured (size 1 is the sample alone), in order; sizes past the time budget
-    are in ``not_tried``."""
+    """Every size measured (size 1 is the sample alone), in order; sizes past a budget are in
+    ``not_tried``, and ``stopped`` says which budget stopped them."""
 
     sizes: list[SizeRows]
     not_tried: list[int]
     seconds: float
+    stopped: str | None = None
 
     def at(self, size: int) -> SizeRows:
         return next(s for s in self.sizes if s.size == size)
@@ -141,6 +144,8 @@ def measure_batch_invariance(
     dim: int = 0,
     neighbours_at: set[int] | None = None,
     budget: float | None = None,
+    memory_mb: float | None = None,
+    device: str = "cpu",
     progress: Callable[[str], None] = lambda message: None,
 ) -> BatchInvariance:
     """Measure ``forward`` on ``sample`` (a batch of one) at each of ``sizes``.
@@ -149,30 +154,47 @@ def measure_batch_invariance(
     middle and last position between random neighbours, and (at the sizes in ``neighbours_at``;
     all when ``None``) one more with other neighbours. A forward that raises marks its size with
     the error; outputs whose rows cannot be split raise :class:`~samebits.tensors.tree.RowError`.
-    Sizes not started within ``budget`` seconds are not measured.
+    Sizes go in increasing order until a budget says stop: ``budget`` seconds (a size whose time,
+    estimated from the last one's per row, would end past it is not started) and ``memory_mb``
+    (a size whose forwards grew the memory peak past it is marked failed, and none larger tried).
     """
     start = time.monotonic()
     gen = torch.Generator().manual_seed(seed)
     results: list[SizeRows] = []
     not_tried: list[int] = []
+    stopped: str | None = None
     for size in sorted(set(sizes)):
-        if budget is not None and results and time.monotonic() - start > budget:
+        last = results[-1] if results else None
+        if stopped is None and budget is not None and last is not None:
+            estimate = last.seconds * size / last.size
+            if time.monotonic() - start + estimate > budget:
+                stopped = f"size {size} would take about {estimate:.1f} s more, past the {budget:g} s budget"
+        if stopped is not None:
             not_tried.append(size)
             continue
         progress(f"batch size {size}")
         began = time.monotonic()
         entry = SizeRows(size)
+        fresh = neighbours_at is None or size in neighbours_at
         try:
-            _measure_size(entry, forward, sample, gen, dim, neighbours_at is None or size in neighbours_at)
+            if memory_mb is None:
+                _measure_size(entry, forward, sample, gen, dim, fresh)
+            else:
+                entry.peak_mb = round(
+                    peak_of(lambda: _measure_size(entry, forward, sample, gen, dim, fresh), device), 1
+                )
         except Exception as exc:
             from samebits.tensors.tree import RowError
 
             if isinstance(exc, RowError):
                 raise
             entry.error = first_line(exc, with_type=True)
+        if memory_mb is not None and entry.peak_mb is not None and entry.peak_mb > memory_mb:
+            entry.error = f"its forwards grew memory by {entry.peak_mb:g} MB, over the {memory_mb:g} MB budget"
+            stopped = f"size {size} grew memory past the {memory_mb:g} MB budget"
         entry.seconds = round(time.monotonic() - began, 3)
         results.append(entry)
-    return BatchInvariance(results, not_tried, round(time.monotonic() - start, 3))
+    return BatchInvariance(results, not_tried, round(time.monotonic() - start, 3), stopped)
 
 
 def _measure_size(

@@ -83,12 +83,19 @@ class ChildRunner:
         dtype: str | None,
         timeout: float,
         runtime: str | None = None,
+        max_batch_size: int | None = None,
         entry: str = "samebits.measure.child",
     ) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="samebits-"))  # mode 0700: private to this user
         self.timeout = timeout
         self.entry = entry  # the module children run as (python -m ENTRY JOB); a layer above passes its own
-        self.base: dict[str, Any] = {"seed": seed, "device": device, "dtype": dtype, "runtime": runtime}
+        self.base: dict[str, Any] = {
+            "seed": seed,
+            "device": device,
+            "dtype": dtype,
+            "runtime": runtime,
+            "max_batch_size": max_batch_size,  # a child's Predictor reads the parent's calibration
+        }
         torch.save({"args": list(inputs.args), "kwargs": inputs.kwargs}, self.folder / "inputs.pt")
         self.base["inputs"] = str(self.folder / "inputs.pt")
         self.skip_reason: str | None = None

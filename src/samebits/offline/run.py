@@ -147,6 +147,7 @@ def header_of(
         "thread_plan": compared_threads(threads),
         "threads": threads,
         "batch_size": batch_size,  # recorded, not compared: outputs do not depend on it
+        "max_batch_size": predictor.max_batch_size,  # what the calibration tried up to (verify rebuilds it)
         "shard_size": shard_size,
         "samples": dataset.total,
         "skip_bad": dataset.skip_bad,
@@ -264,6 +265,7 @@ def predict(
     out_dir: str | Path,
     *,
     batch_size: int = DEFAULT_BATCH,
+    max_batch_size: int | None = None,
     backend: str = "eager",
     shard_size: int = DEFAULT_SHARD,
     resume: bool = False,
@@ -288,6 +290,8 @@ def predict(
 
     started = time.monotonic()
     batch_rows(batch_size, "--batch-size")
+    if max_batch_size is not None:
+        batch_rows(max_batch_size, "--max-batch-size")
     batch_rows(shard_size, "--shard-size")
     if workers < 1 or workers > max_threads():
         raise UserError(f"--workers must be from 1 to {max_threads()} (4 per core here), not {workers}")
@@ -309,7 +313,9 @@ def predict(
         # The plan (verified sizes) must not depend on --batch-size, or neither would the bits: the
         # Predictor keeps its own maximum, and batch_size only cuts the calls to it.
         threads, predictor = thread_plan(
-            lambda: Predictor(loaded, backend=backend, example_inputs=example, cache_dir=cache_dir),
+            lambda: Predictor(
+                loaded, backend=backend, example_inputs=example, cache_dir=cache_dir, max_batch_size=max_batch_size
+            ),
             example,
             workers,
             threads_per_worker,
@@ -360,6 +366,7 @@ def predict(
                     job = {
                         "spec": loaded.spec,
                         "backend": backend,
+                        "max_batch_size": predictor.max_batch_size,
                         "cache_dir": str(predictor.cache_dir),
                         "files": [f.to_dict() for f in files],
                         "image": dataclasses.asdict(dataset.options["image"]),

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from samebits.errors import UserError
+from samebits.limits import batch_rows
 from samebits.files import BadJson, read_json, sha256_file
 from samebits.models.spec import is_data_only_spec
 from samebits.models.target import as_loaded
@@ -142,7 +143,12 @@ def _verify(out: Path, manifest: dict[str, Any], model_or_spec: Any, shards: int
     checked = []
     threads = manifest["threads"]
     with num_threads(threads["build"]):  # calibrated and run as the run was, not at this shell's count
-        predictor = Predictor(loaded, backend=manifest["plan"]["backend"], example_inputs=example_of(dataset))
+        predictor = Predictor(
+            loaded,
+            backend=manifest["plan"]["backend"],
+            example_inputs=example_of(dataset),
+            max_batch_size=batch_rows(manifest.get("max_batch_size", 256), "the manifest's max_batch_size"),
+        )
         changes, _ = bit_relevant_changes(manifest.get("fingerprint", {}), Fingerprint.capture())
     with num_threads(threads["per_worker"]), predictor:
         plan = predictor.plan.describe()

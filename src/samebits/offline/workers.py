@@ -151,6 +151,7 @@ class ShardWorker:
                 backend=job["backend"],
                 example_inputs=example_of(self.dataset),
                 cache_dir=job["cache_dir"],
+                max_batch_size=job["max_batch_size"],
             )
         torch.set_num_threads(thread_count(job["threads"]["run"], "the run's threads per worker"))
         self.identity = {

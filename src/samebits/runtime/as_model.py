@@ -33,6 +33,16 @@ def parse_runtime(runtime: str) -> str:
     return backend
 
 
-def runtime_model(model: Any, inputs: ModelInputs, runtime: str, cache_dir: str | None = None) -> PredictorModel:
-    """Wrap ``model`` in a Predictor for ``runtime`` (``predictor[:BACKEND]``)."""
-    return PredictorModel(Predictor(model, backend=parse_runtime(runtime), example_inputs=inputs, cache_dir=cache_dir))
+def runtime_model(
+    model: Any, inputs: ModelInputs, runtime: str, cache_dir: str | None = None, max_batch_size: int | None = None
+) -> PredictorModel:
+    """Wrap ``model`` in a Predictor for ``runtime`` (``predictor[:BACKEND]``), calibrated up to
+    ``max_batch_size`` rows (its default where ``None``)."""
+    predictor = Predictor(
+        model,
+        backend=parse_runtime(runtime),
+        example_inputs=inputs,
+        cache_dir=cache_dir,
+        max_batch_size=max_batch_size,
+    )
+    return PredictorModel(predictor)

@@ -194,7 +194,7 @@ def choose(
 def plan_key(owner: Predictor, names: tuple[str, ...], allow_drift: bool) -> str:
     """What a cached plan is valid for: the model, the candidates and their package versions,
     the invariance settings, the sample's shapes, the bit-relevant environment, the device."""
-    from samebits.fingerprint.diff import bit_relevant_digest
+    from samebits.fingerprint.diff import CALIBRATION_WITHOUT, bit_relevant_digest
     from samebits.runtime.artifacts import input_shapes
     from samebits.runtime.backends import backend_versions
     from samebits.runtime.cache import artifact_key
@@ -209,7 +209,7 @@ def plan_key(owner: Predictor, names: tuple[str, ...], allow_drift: bool) -> str
             "tile": owner.tile,
             "max_batch_size": owner.max_batch_size,
             "sample": input_shapes(owner.sample) if owner.sample is not None else None,
-            "environment": bit_relevant_digest(owner.fingerprint),
+            "environment": bit_relevant_digest(owner.fingerprint, CALIBRATION_WITHOUT),
             "allow_backend_drift": allow_drift,
             "device": owner.device,
         },

@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from samebits.limits import batch_rows
 from samebits.runtime.options import BenchOptions
 from samebits.models import LoadedModel, ModelInputs
 from samebits.models.target import as_loaded, eval_mode, inputs_for, spec_of
@@ -72,10 +73,12 @@ def bench(
     rounds: int = _D.rounds,
     budget: float = _D.budget,
     memory: bool = _D.memory,
+    max_batch_size: int | None = _D.max_batch_size,
     cache_dir: str | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> BenchReport:
-    """Measure every configuration at every batch size, interleaved so noise hits all alike."""
+    """Measure every configuration at every batch size, interleaved so noise hits all alike; the
+    Predictors calibrate up to ``max_batch_size`` (default: the largest batch size benchmarked)."""
     from samebits.errors import UserError
     from samebits.runtime.backends import BACKENDS, BackendUnavailable
     from samebits.measure.guard import ForwardError, check_forward
@@ -94,6 +97,7 @@ def bench(
         raise UserError("rounds must be >= 1, budget > 0 and batch sizes positive")
     if batch_size_of(example) is None:
         raise UserError("bench needs example inputs with a batch dimension (dim 0)")
+    cap = batch_rows(max_batch_size or max(batch_sizes), "max_batch_size")
     model = eval_mode(loaded.model)
     check_forward(model, example, need_tensor=True)
     sample = take_sample(example, 0)
@@ -123,6 +127,7 @@ def bench(
                     example_inputs=example,
                     deterministic=False,
                     cache_dir=cache_dir,
+                    max_batch_size=cap,
                 )
             except (BackendUnavailable, UserError) as exc:
                 skipped.append(f"{name}: {exc}")
@@ -179,7 +184,7 @@ def bench(
                 )
             )
     if memory:
-        _peaks(loaded, example, rows, cache_dir, say)
+        _peaks(loaded, example, rows, cache_dir, cap, say)
     largest = max(batch_sizes)
     rate = {(r.config, r.batch): r.samples_per_s for r in rows}
     cost = {
@@ -195,7 +200,12 @@ def bench(
 
 
 def _peaks(
-    loaded: LoadedModel, example: ModelInputs, rows: list[BenchRow], cache_dir: str | None, say: Callable[[str], None]
+    loaded: LoadedModel,
+    example: ModelInputs,
+    rows: list[BenchRow],
+    cache_dir: str | None,
+    cap: int,
+    say: Callable[[str], None],
 ) -> None:
     """Peak memory of each configuration, each in a fresh child process (RSS only grows in one)."""
     with ChildRunner(
@@ -217,6 +227,7 @@ def _peaks(
                     "invariant": r.invariant,
                     "batch": r.batch,
                     "cache_dir": cache_dir,
+                    "max_batch_size": cap,
                 },
             )
             for r in rows
@@ -236,6 +247,7 @@ def peak_task(
     invariant: bool,
     batch: int,
     cache_dir: str | None,
+    max_batch_size: int | None = None,
 ) -> dict[str, Any]:
     """In a child: build one configuration and measure the peak memory of running it once."""
     from samebits.measure.memory import peak_of
@@ -257,6 +269,7 @@ def peak_task(
             example_inputs=inputs,
             deterministic=False,
             cache_dir=cache_dir,
+            max_batch_size=max_batch_size,
         )
         batched = concat_batches(pool)
         run = lambda: p.predict(batched)  # noqa: E731

@@ -65,10 +65,16 @@ class Invariance:
         largest verified size below what was tried (measured against plain batching)."""
         if self.scheme == "whole":
             return [f"each batch runs whole, as given (never split or padded): {self.measured['coupled']}"]
+        out: list[str] = []
+        stopped, measured_sizes = self.measured.get("stopped"), self.measured.get("tried") or []
+        if stopped and measured_sizes:
+            out.append(
+                f"calibrated up to batch size {max(measured_sizes)}: {stopped} (max_batch_size caps the sizes tried)"
+            )
         timed = self.timings()
         if self.scheme == "off" or not self.sizes or not timed:
-            return []
-        out, low, top, tried = [], min(self.sizes), max(self.sizes), max(timed)
+            return out
+        low, top, tried = min(self.sizes), max(self.sizes), max(timed)
         if low > 1 and timed.get(1) and timed.get(low):
             out.append(
                 f"a single sample runs padded to {low} rows (1 row gives other bits here): "
@@ -149,14 +155,21 @@ def calibrate(
     candidates: list[int],
     *,
     seed: int = 0,
+    budget: float | None = None,
+    memory_mb: float | None = None,
+    device: str = "cpu",
 ) -> Invariance:
     """The one batch-invariance measurement (:func:`samebits.measure.invariance.measure_batch_invariance`:
     the sample at the first, middle and last position, and again with other neighbours) at each
     candidate size. A size is *stable* when all its rows agree; stable sizes whose rows agree
     with each other form a class. The largest class (then the one reaching the largest size) is
-    chosen. Every candidate is measured (no wall-clock cut-off: the same model on the same machine
-    always chooses the same sizes); sizes whose forward raised are never used."""
-    measured = measure_batch_invariance(forward, sample, candidates, seed=seed)
+    chosen. Candidates go in increasing order until ``budget`` seconds or ``memory_mb`` says stop
+    (the largest size tried and why it stopped are recorded, and cached with the rest, so every
+    process of a deployment runs the sizes the first one measured); sizes whose forward raised, or
+    grew memory past the budget, are never used."""
+    measured = measure_batch_invariance(
+        forward, sample, candidates, seed=seed, budget=budget, memory_mb=memory_mb, device=device
+    )
     classes = measured.groups(stable_only=True)
     groups = sorted(classes, key=lambda g: (len(g), max(g)), reverse=True)
     chosen = groups[0] if groups else []
@@ -168,6 +181,7 @@ def calibrate(
         "not_tried": measured.not_tried,
         "errors": measured.errors,
         "failed": [s.size for s in measured.sizes if s.error],
+        "stopped": measured.stopped,
     }
     scheme = "tile" if len(chosen) == 1 else "class"
     return Invariance(scheme, sorted(chosen), details, measured.seconds)
@@ -193,7 +207,7 @@ def over_budget(inv: Invariance, candidates: list[int], budget: float) -> str | 
     costs = inv.measured.get("seconds_by_size") or {}
     top = max((int(k) for k in costs), default=0)
     return (
-        f"calibration measured every batch size up to {max(candidates)} in {inv.seconds:.1f} s, over its {budget:g} s budget "
+        f"calibration measured batch sizes up to {max(inv.measured.get('tried') or candidates)} in {inv.seconds:.1f} s, over its {budget:g} s budget "
         f"(size {top} alone took {float(costs.get(top, costs.get(str(top), 0.0))):.2f} s); it is cached now, and a smaller "
         "max_batch_size calibrates faster"
     )

@@ -15,4 +15,5 @@ class BenchOptions:
     rounds: int = 20  # interleaved rounds per batch size (fewer when the budget runs out)
     budget: float = 3.0  # seconds of timing per batch size
     memory: bool = True  # peak memory, one fresh process per configuration
+    max_batch_size: int | None = None  # the Predictors calibrate up to this (None: the largest of batch_sizes)
     timeout: float = 120.0  # CLI: seconds a forward may go without progress

@@ -18,7 +18,7 @@ from torch import nn
 
 from samebits.errors import UserError
 from samebits.limits import batch_rows
-from samebits.fingerprint.diff import bit_relevant_digest
+from samebits.fingerprint.diff import CALIBRATION_WITHOUT, bit_relevant_digest
 from samebits.models import ModelInputs
 from samebits.models.target import as_loaded, eval_mode, inputs_for
 from samebits.runtime.cache import ArtifactCache, artifact_key, default_cache_dir
@@ -86,7 +86,7 @@ class Predictor:
         deterministic: bool = True,
         cache_dir: str | os.PathLike[str] | None = None,
         example_inputs: Any = None,
-        calibration_budget: float = 5.0,
+        calibration_budget: float = 60.0,
         memory_budget_mb: float | None = None,
         seed: int = 0,
         allow_backend_drift: bool = False,
@@ -138,7 +138,7 @@ class Predictor:
                 self.max_batch_size: int = self.memory.max_batch_size
             else:
                 self.max_batch_size = max_batch_size or tile or DEFAULT_MAX_BATCH  # type: ignore[assignment]
-            self.invariant, self.tile = invariant, tile
+            self.invariant, self.tile, self.memory_budget_mb = invariant, tile, memory_budget_mb
             self.members: dict[str, Predictor] = {}  # backend="auto": one Predictor per backend it runs
             self.auto: AutoPlan | None = None
             if backend == "auto":
@@ -207,12 +207,12 @@ class Predictor:
             self.model,
             {
                 "kind": "calibration",
-                "version": 5,  # 3: the shared measurement; 4: timed forwards; 5: inputs named as ModelInputs.leaves()
+                "version": 6,  # 4: timed forwards; 5: inputs named as ModelInputs.leaves(); 6: budgets stop sizes
                 "dynamic_batch": self._runners.dynamic,
                 "backend": self.backend,
                 "candidates": candidates,
                 "sample": input_shapes(self._sample),
-                "environment": bit_relevant_digest(self.fingerprint),
+                "environment": bit_relevant_digest(self.fingerprint, CALIBRATION_WITHOUT),
             },
         )
         self.calibration_key = key  # what else is measured for this plan can be cached under it
@@ -223,7 +223,17 @@ class Predictor:
             if coupled is not None:  # no size keeps a row's meaning: each batch runs whole, as given
                 return Invariance("whole", [], {"coupled": coupled})
             self._runners.at(candidates[0])  # build (or load) the artifact before the calibration is timed
-            inv = calibrate(lambda batch: self.run_at(batch, batch_size_of(batch)), sample, candidates, seed=self.seed)
+            from samebits.measure.memory import default_memory_cap_mb
+
+            inv = calibrate(
+                lambda batch: self.run_at(batch, batch_size_of(batch)),
+                sample,
+                candidates,
+                seed=self.seed,
+                budget=budget,
+                memory_mb=self.memory_budget_mb or default_memory_cap_mb(),
+                device=self.device,
+            )
             inv.measured["forward_seconds"] = self._time_forwards(inv, budget)
             return inv
 
@@ -260,6 +270,7 @@ class Predictor:
             cache_dir=self.cache_dir,
             example_inputs=self._example,
             calibration_budget=budget,
+            memory_budget_mb=self.memory_budget_mb,
             seed=self.seed,
         )
 

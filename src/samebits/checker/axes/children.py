@@ -123,9 +123,8 @@ class ChildAxes:
     def start(self) -> None:
         ctx = self.ctx
         try:
-            model = getattr(ctx.model, "predictor", None)
             self.runner = ChildRunner(
-                model.model if model else ctx.model,
+                ctx.module,  # the model itself: a child wraps it in its own Predictor (--runtime)
                 ctx.inputs,
                 spec=ctx.spec,
                 seed=ctx.options.seed,
@@ -133,6 +132,7 @@ class ChildAxes:
                 dtype=ctx.options.dtype,
                 timeout=ctx.options.timeout,
                 runtime=ctx.options.runtime,
+                max_batch_size=ctx.options.max_batch_size,
                 entry=RUNTIME_ENTRY if ctx.options.runtime else "samebits.measure.child",
             )
             if self.runner.skip_reason:
