@@ -266,7 +266,7 @@ def test_a_calibration_stops_at_its_time_budget_and_says_how_far_it_got(tmp_path
     assert not caught  # stopped in time: no over-budget warning
 
 
-def test_a_calibration_stops_at_its_memory_budget_and_never_runs_that_size(tmp_path):
+def test_a_calibration_stops_at_its_memory_budget_and_never_runs_past_it(tmp_path):
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(64, 16384), torch.nn.ReLU(), torch.nn.Linear(16384, 4))
     p = samebits.Predictor(
@@ -274,10 +274,9 @@ def test_a_calibration_stops_at_its_memory_budget_and_never_runs_that_size(tmp_p
     )
     measured = p.invariance.measured
     top = max(measured["tried"])
-    assert "grew memory past the 8 MB budget" in measured["stopped"] and top in measured["failed"]
-    assert top not in p.invariance.sizes and measured["not_tried"] == [
-        s for s in (1, 2, 4, 8, 16, 32, 64, 128, 256) if s > top
-    ]
+    assert "past the 8 MB budget" in measured["stopped"] and top < 256
+    assert measured["not_tried"] == [s for s in (1, 2, 4, 8, 16, 32, 64, 128, 256) if s > top]
+    assert max(p.invariance.sizes) <= top and not set(measured["failed"]) & set(p.invariance.sizes)
 
 
 def test_backend_builds_keep_third_party_output_off_the_terminal(tmp_path, capfd):

@@ -13,7 +13,7 @@ import torch
 
 from samebits.errors import first_line
 from samebits.measure.batching import concat_batches, output_rows, random_neighbour
-from samebits.measure.memory import peak_of
+from samebits.measure.memory import in_use_mb, peak_of
 from samebits.models.inputs import ModelInputs
 from samebits.tensors.digest import digest_tree
 from samebits.tensors.tree import flatten
@@ -163,12 +163,17 @@ def measure_batch_invariance(
     results: list[SizeRows] = []
     not_tried: list[int] = []
     stopped: str | None = None
+    baseline = in_use_mb(device) if memory_mb is not None else 0.0  # what memory the whole calibration grew
     for size in sorted(set(sizes)):
         last = results[-1] if results else None
         if stopped is None and budget is not None and last is not None:
             estimate = last.seconds * size / last.size
             if time.monotonic() - start + estimate > budget:
                 stopped = f"size {size} would take about {estimate:.1f} s more, past the {budget:g} s budget"
+        if stopped is None and memory_mb is not None and last is not None and last.peak_mb is not None:
+            grown = last.peak_mb * size / last.size  # activations grow with the rows
+            if grown > memory_mb:
+                stopped = f"size {size} would grow memory to about {grown:.0f} MB, past the {memory_mb:g} MB budget"
         if stopped is not None:
             not_tried.append(size)
             continue
@@ -180,9 +185,8 @@ def measure_batch_invariance(
             if memory_mb is None:
                 _measure_size(entry, forward, sample, gen, dim, fresh)
             else:
-                entry.peak_mb = round(
-                    peak_of(lambda: _measure_size(entry, forward, sample, gen, dim, fresh), device), 1
-                )
+                run = lambda: _measure_size(entry, forward, sample, gen, dim, fresh)  # noqa: E731
+                entry.peak_mb = round(peak_of(run, device, since=baseline), 1)
         except Exception as exc:
             from samebits.tensors.tree import RowError
 

@@ -98,15 +98,21 @@ def peak_mb() -> float:
     return peak / 2**10 if os.uname().sysname != "Darwin" else peak / 2**20
 
 
-def peak_of(run: Any, device: str = "cpu") -> float:
-    """MB that running ``run()`` added to the peak (CUDA: the peak of allocated memory)."""
+def in_use_mb(device: str = "cpu") -> float:
+    """Memory in use now: this process's RSS (CUDA: memory allocated on the device)."""
+    return torch.cuda.memory_allocated() / 2**20 if device.startswith("cuda") else rss_mb()
+
+
+def peak_of(run: Any, device: str = "cpu", since: float | None = None) -> float:
+    """MB above ``since`` (default: what was in use just before) that running ``run()`` reached
+    at its peak (CUDA: the peak of allocated memory)."""
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
-        before = torch.cuda.memory_allocated()
+        before = torch.cuda.memory_allocated() / 2**20 if since is None else since
         run()
-        return (torch.cuda.max_memory_allocated() - before) / 2**20
+        return max(0.0, torch.cuda.max_memory_allocated() / 2**20 - before)
     reset_peak()
-    rss = rss_mb()
+    rss = rss_mb() if since is None else since
     run()
     return max(0.0, peak_mb() - rss)
 
