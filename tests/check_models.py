@@ -228,3 +228,31 @@ class SelfSimilarity(nn.Module):
 def self_similarity():
     torch.manual_seed(0)
     return SelfSimilarity().eval(), torch.randn(4, 16, generator=torch.Generator().manual_seed(1))
+
+
+class FlakyDetector(nn.Module):
+    """A detector's output (per image: 300 boxes, scores, labels) where every second call moves
+    image 1's boxes by 1e-4 and flips 2 of its labels: a constructed flip."""
+
+    FLIPPED = (7, 42)
+
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, images):
+        self.calls += 1
+        out = []
+        for i in range(images.shape[0]):
+            g = torch.Generator().manual_seed(i)
+            boxes, scores = torch.rand(300, 4, generator=g) * 100, torch.rand(300, generator=g)
+            labels = torch.randint(0, 90, (300,), generator=g)
+            if i == 1 and self.calls % 2 == 0:
+                boxes = boxes + 1e-4
+                labels[list(self.FLIPPED)] = (labels[list(self.FLIPPED)] + 1) % 90
+            out.append({"boxes": boxes, "scores": scores, "labels": labels})
+        return out
+
+
+def flaky_detector():
+    return FlakyDetector(), torch.zeros(2, 3, 8, 8)

@@ -319,3 +319,30 @@ def clip():
     ids = _ids((4, 7), 99)
     pixels = torch.randn(4, 3, 16, 16, generator=torch.Generator().manual_seed(2))
     return model.eval(), {"input_ids": ids, "pixel_values": pixels}
+
+
+def bart():
+    """BART from a config: learned positions that count from the sequence's start (padding
+    included), so left padding moves a prompt's positions and right padding does not."""
+    from transformers import BartConfig, BartForConditionalGeneration
+
+    torch.manual_seed(0)
+    config = BartConfig(
+        vocab_size=512,
+        d_model=32,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        max_position_embeddings=64,
+        pad_token_id=1,
+        bos_token_id=0,
+        eos_token_id=2,
+        decoder_start_token_id=2,
+        forced_bos_token_id=None,
+        forced_eos_token_id=None,
+    )
+    ids = _ids((2, 7), 512).clamp(min=3)
+    return BartForConditionalGeneration(config).eval(), {"input_ids": ids, "attention_mask": torch.ones_like(ids)}

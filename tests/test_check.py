@@ -1,5 +1,6 @@
 """samebits check: each small model has one known source; the right axis, module and cause are named."""
 
+import importlib.util
 import json
 from importlib import resources
 from pathlib import Path
@@ -289,3 +290,35 @@ def test_runtime_children_reuse_the_parents_calibration_at_its_max_batch_size(tm
     assert {a.axis: a.verdict for a in report.axes} == {"batch": "identical", "process": "identical"}
     (calibration,) = tmp_path.glob("calibration-*.json")  # one: the children read the parent's
     assert max(json.loads(calibration.read_text())["measured"]["tried"]) == 8
+
+
+def test_flipped_labels_are_the_headline_before_a_box_shift(tmp_path):
+    """The user's symptom first: 2 flipped labels out of 300, not the first output that differs
+    ([1].boxes, 1e-4); per image and key in the JSON, and in the terminal."""
+    out = tmp_path / "r.json"
+    result = run_cli("check", spec("flaky_detector"), "--axes", "repeat", "--json", str(out))
+    assert result.returncode == 1, result.stderr
+    headline = result.stdout.splitlines()[0]
+    assert "[1].labels: 2 of 300 differ" in headline
+    data = json.loads(out.read_text())
+    schema = json.loads(resources.files("samebits").joinpath("schemas/check.schema.json").read_text())
+    jsonschema.validate(data, schema)
+    diff = data["axes"][0]["difference"]
+    assert diff["path"] == "[1].boxes"  # the first path outside the tolerance
+    assert diff["noticed"] == "[1].labels: 2 of 300 differ"
+    first, second = diff["outputs"]
+    assert (first["kind"], first["item"], first["key"], first["differing"], first["numel"]) == (
+        "flips",
+        1,
+        "labels",
+        2,
+        300,
+    )
+    assert (second["kind"], second["key"], second["differing"]) == ("values", "boxes", 1200)
+    assert abs(second["max_abs"] - 1e-4) < 1e-5
+    assert "outputs that differ (2)" in result.stdout and "[1].boxes: 1200 of 1200 values differ" in result.stdout
+    if importlib.util.find_spec("matplotlib"):  # the HTML page (the 'report' extra)
+        from samebits.report.html import render
+
+        page = render(data)
+        assert page.index("<td>[1].labels</td><td>2 of 300 differ</td>") < page.index("<td>[1].boxes</td>")

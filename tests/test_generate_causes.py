@@ -115,6 +115,87 @@ def test_padding_that_shifts_positions_is_told_from_padding_that_changes_shapes(
     assert "position ids stay the same" in cause.evidence and "fixed width bucket" in cause.fix
 
 
+def _bart_scores(model, ids, mask, n=4):
+    """BART's greedy scores by hand: transformers' generate on ids padded by the test."""
+    with torch.inference_mode():
+        out = model.generate(
+            input_ids=ids[None],
+            attention_mask=mask[None],
+            max_new_tokens=n,
+            min_new_tokens=n,
+            do_sample=False,
+            num_beams=1,
+            output_scores=True,
+            return_dict_in_generate=True,
+            pad_token_id=1,
+        )
+    return torch.stack(list(out.scores), dim=1)[0]
+
+
+def _gap(a: torch.Tensor, b: torch.Tensor) -> float:
+    diff = (a - b).abs()
+    return float(diff[torch.isfinite(diff)].max())
+
+
+def test_bart_left_padding_is_blamed_on_position_numbering_with_the_right_padding_re_run():
+    """BART numbers positions from the sequence's start, padding included: 3 left pads move the
+    scores by about 1e-3, 3 right pads by about 1e-7 (by hand, below). Left-padded, the cause says
+    position numbering with the right-side re-run as evidence; by default an encoder-decoder is
+    padded on the right, the report says so, and the left side's gap is the evidence to keep it."""
+    model, inputs = real_models.bart()
+    p = inputs["input_ids"][0]
+    pads, ones, zeros = torch.full((3,), 1), torch.ones(len(p), dtype=torch.long), torch.zeros(3, dtype=torch.long)
+    alone = _bart_scores(model, p, ones)
+    left = _gap(_bart_scores(model, torch.cat([pads, p]), torch.cat([zeros, ones])), alone)
+    right_scores = _bart_scores(model, torch.cat([p, pads]), torch.cat([ones, zeros]))
+    right = None if torch.equal(right_scores, alone) else _gap(right_scores, alone)
+    assert left > 1e-5 and (right is None or right * 10 <= left), (left, right)
+    spec = f"{HERE / 'real_models.py'}:bart"
+
+    report = check_generation(spec, max_new_tokens=4, axes=("padding",), padding_side="left")
+    assert report.padding_side == "left"
+    (cause,) = report.causes
+    assert "numbers the padding positions" in cause.summary and "padding_side = 'right'" in cause.fix
+    assert f"3 pad tokens on the left: scores differ by up to {left:.2g}" in cause.evidence
+    right_text = "keeps the reference's bits" if right is None else f"scores differ by up to {right:.2g}"
+    assert f"re-run with them on the right: {right_text}" in cause.evidence
+
+    default = check_generation(spec, max_new_tokens=4, axes=("padding",))
+    assert default.padding_side == "right" and "on the right (encoder-decoder)" in default.axes[0].summary
+    if default.causes:  # right padding may keep every bit
+        (cause,) = default.causes
+        assert "numbers the padding positions" not in cause.summary
+        assert f"re-run with them on the left: scores differ by up to {left:.2g}" in cause.evidence
+        assert "keep padding on the right" in cause.evidence
+
+
+def test_audio_encoder_decoders_are_refused_with_the_reason():
+    from transformers import WhisperConfig, WhisperForConditionalGeneration
+
+    from samebits.errors import UserError
+
+    config = WhisperConfig(
+        vocab_size=128,
+        d_model=16,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=32,
+        decoder_ffn_dim=32,
+        num_mel_bins=8,
+        max_source_positions=8,
+        max_target_positions=16,
+        pad_token_id=1,
+        bos_token_id=0,
+        eos_token_id=2,
+        decoder_start_token_id=3,
+    )
+    model = WhisperForConditionalGeneration(config).eval()
+    with pytest.raises(UserError, match=r"takes input_features \(audio\).*do not apply"):
+        check_generation(model, {"input_features": torch.zeros(1, 8, 16)}, max_new_tokens=2)
+
+
 def test_the_cache_cause_re_runs_the_first_module_at_the_two_paths_row_counts():
     report = check_generation(f"{HERE / 'real_models.py'}:llama", max_new_tokens=4, axes=("cache", "repeat"))
     axes = {a.axis: a for a in report.axes}

@@ -1,8 +1,9 @@
 """``samebits check MODEL --generate N``: where greedy generations part. For a model with a
 transformers-style ``generate`` and prompts (``input_ids`` rows, with an ``attention_mask`` that
 marks their padding), each prompt is generated alone (the reference), and again: alone
-(``repeat``), inside one batch with every other prompt, left-padded to the longest (``batch``),
-alone with extra left padding (``padding``), as batching with longer prompts does, alone without
+(``repeat``), inside one batch with every other prompt, padded to the longest (``batch``: on the
+left, or the right for an encoder-decoder), alone with extra padding (``padding``), as batching
+with longer prompts does, alone without
 the KV cache (``cache``: every step recomputes the whole sequence), and alone with the other
 attention implementation (``attention``: eager vs sdpa, where the model has both), and alone at
 one thread (``threads``: against the reference's thread count), and alone in a fresh
@@ -30,6 +31,7 @@ from samebits.checker.report import Cause
 from samebits.errors import UserError, first_line
 from samebits.exit_codes import exit_code
 from samebits.measure.generate import Generator, attention, step_digests
+from samebits.measure.generate import padding_side as padding_side_of
 from samebits.models.target import as_loaded, eval_mode, inputs_for
 
 AXES = ("repeat", "batch", "padding", "cache", "attention", "threads", "process")
@@ -72,6 +74,7 @@ class GenerationReport:
     seconds: float = 0.0
     schema_version: int = SCHEMA_VERSION
     sampling: dict[str, Any] | None = None  # {"seed": S} with --sample; None: greedy
+    padding_side: str = "left"  # where prompts were padded: right for an encoder-decoder, left otherwise
     causes: list[Cause] = dataclasses.field(default_factory=list)  # one per axis that differs, measured
 
     @property
@@ -121,6 +124,12 @@ def _prompts(example: Any) -> list[torch.Tensor]:
     """The prompts of the example: its ``input_ids`` rows without the padding its mask marks."""
     kwargs = dict(example.kwargs)
     ids = kwargs.get("input_ids", example.args[0] if example.args else None)
+    audio = next((k for k in ("input_features", "input_values") if k in kwargs), None)
+    if audio and ids is None:
+        raise UserError(
+            f"--generate covers token prompts (input_ids); this model takes {audio} (audio): frames have no "
+            "tokens to pad or batch by length, so the generation axes do not apply; check its forward without --generate"
+        )
     if not isinstance(ids, torch.Tensor) or ids.dim() != 2:
         raise UserError("--generate needs inputs with input_ids [prompts, length] (and an attention_mask)")
     mask = kwargs.get("attention_mask")
@@ -180,8 +189,8 @@ def _localise(model: Any, site: Site) -> str:
     if not isinstance(model, torch.nn.Module):
         return "not localised: hooks need an nn.Module"
     traces = []
-    for run, n, row in (site.reference, site.other):
-        with module_hooks(model, last_position_of_row(n, row)) as (calls, _):
+    for (run, n, row), last_token in ((site.reference, None), (site.other, site.last_token)):
+        with module_hooks(model, last_position_of_row(n, row, last_token)) as (calls, _):
             run()
         traces.append(Trace({}, _step_calls(list(calls), site.step)))
     found = first_divergence(*traces)
@@ -199,7 +208,7 @@ def _localise(model: Any, site: Site) -> str:
 
 
 def _in_a_fresh_process(
-    loaded: Any, example: Any, prompts: list[torch.Tensor], n: int, seed: int | None
+    loaded: Any, example: Any, prompts: list[torch.Tensor], n: int, seed: int | None, side: str
 ) -> list[tuple[torch.Tensor, list[str]]]:
     """Each prompt generated alone in a fresh interpreter: (tokens, per-step score digests)."""
     from samebits.measure.processes import ChildJob, ChildRunner
@@ -210,7 +219,7 @@ def _in_a_fresh_process(
     ) as runner:
         if runner.skip_reason:
             raise _Skip(runner.skip_reason)
-        params = {"prompts": [p.tolist() for p in prompts], "max_new_tokens": n, "seed": seed}
+        params = {"prompts": [p.tolist() for p in prompts], "max_new_tokens": n, "seed": seed, "side": side}
         (result,) = runner.run([ChildJob("process", {}, task="generate", params=params)])
     if result.error or result.data is None:
         raise _Skip(f"the fresh process failed: {result.error}")
@@ -262,10 +271,13 @@ def check_generation(
     padding: int = 3,
     sample: bool = False,
     seed: int = 0,
+    padding_side: str | None = None,
 ) -> GenerationReport:
     """Generate each prompt alone, then across ``axes`` (repeat, batch, padding by ``padding``
     extra tokens, ...), for ``max_new_tokens`` steps, greedily or (``sample``) sampling with the
-    RNG seeded ``seed`` before every generation, and say where generations part."""
+    RNG seeded ``seed`` before every generation, and say where generations part. Prompts are
+    padded on ``padding_side`` ("left" or "right"; default: the right for an encoder-decoder,
+    the left otherwise)."""
     from samebits.fingerprint import Fingerprint
 
     started = time.monotonic()
@@ -277,7 +289,10 @@ def check_generation(
     loaded = as_loaded(model_or_spec)
     example = inputs_for(loaded, inputs)
     prompts = _prompts(example)
-    generate = Generator(eval_mode(loaded.model), max_new_tokens, seed if sample else None)
+    if padding_side not in (None, "left", "right"):
+        raise UserError(f"--padding-side is left or right (got {padding_side!r})")
+    side = padding_side or padding_side_of(loaded.model)
+    generate = Generator(eval_mode(loaded.model), max_new_tokens, seed if sample else None, side)
     reference = [generate([p])[0] for p in prompts]  # as the model is, like check's forward axes
     runs = {
         "repeat": lambda: [generate([p])[0] for p in prompts],
@@ -286,7 +301,7 @@ def check_generation(
         "cache": lambda: [generate([p], use_cache=False)[0] for p in prompts],
         "attention": lambda: _with_other_attention(generate.model, lambda: [generate([p])[0] for p in prompts]),
         "threads": lambda: _at_one_thread(lambda: [generate([p])[0] for p in prompts]),
-        "process": lambda: _in_a_fresh_process(loaded, example, prompts, max_new_tokens, generate.seed),
+        "process": lambda: _in_a_fresh_process(loaded, example, prompts, max_new_tokens, generate.seed, side),
     }
     one = {  # one prompt's other run, to localise where it differs: (run, rows in that run, its row)
         "repeat": lambda i: (lambda: generate([prompts[i]]), 1, 0),
@@ -310,6 +325,9 @@ def check_generation(
                 GenerationAxis(axis, "error", "error", len(prompts), [], None, first_line(exc, with_type=True))
             )
             continue
+        if axis == "padding":
+            why = " (encoder-decoder)" if side == "right" and padding_side is None else ""
+            result.summary += f" ({padding} more pad tokens on the {side}{why})"
         results.append(result)
         if result.tokens == "identical" and result.scores == "identical":
             continue
@@ -327,6 +345,9 @@ def check_generation(
             continue
         alone = functools.partial(generate, [prompts[prompt]])
         site = Site(axis, prompt, step, (alone, 1, 0), one[axis](prompt))
+        width = {"batch": max(len(p) for p in prompts), "padding": len(prompts[prompt]) + padding}.get(axis)
+        if side == "right" and width:
+            site.last_token = (width, len(prompts[prompt]) - 1)
         note = _localise(generate.model, site)
         if first:
             first.module = None if site.module is None else site.label
@@ -340,5 +361,6 @@ def check_generation(
         Fingerprint.capture().to_dict(),
         time.monotonic() - started,
         sampling={"seed": seed} if sample else None,
+        padding_side=side,
         causes=causes,
     )

@@ -41,6 +41,9 @@ class Site:
     call: int = 0
     inputs_identical: bool = False
     first_output: str | None = None  # the first module call whose output differs, when not ``module``
+    # right padding: in the other run, tensors as wide as its input (``[0]``) are read at the
+    # prompt's last token (``[1]``), not at the last position (a pad)
+    last_token: tuple[int, int] | None = None
 
     @property
     def label(self) -> str:
@@ -67,16 +70,20 @@ class Site:
         return f"{at}: first in {self.label} ({self.module_type}), {how}{inner}"
 
 
-def last_position_of_row(n: int, i: int) -> Callable[[Any], Any]:
+def last_position_of_row(n: int, i: int, last_token: tuple[int, int] | None = None) -> Callable[[Any], Any]:
     """A selection: row ``i`` of tensors whose leading dim is ``n`` and, of those with a sequence
     dim (2-D and up), the last position only, the one the next token is read from: the same in a
-    prompt run alone and left-padded inside a batch."""
+    prompt run alone and left-padded inside a batch. ``last_token`` (width, index): tensors that
+    wide are read at that index instead (a right-padded encoder input's last token)."""
 
     def one(t: torch.Tensor) -> torch.Tensor:
         if t.dim() == 0 or t.shape[0] != n:
             return t
         t = t[i : i + 1]
-        return t[:, -1:] if t.dim() >= 2 and t.shape[1] > 0 else t
+        if t.dim() < 2 or t.shape[1] == 0:
+            return t
+        at = last_token[1] if last_token and t.shape[1] == last_token[0] else t.shape[1] - 1
+        return t[:, at : at + 1]
 
     return lambda obj: tree.map_tensors(one, obj)
 
@@ -124,8 +131,8 @@ def _row_input(captured: tuple | None) -> torch.Tensor | None:
     return x if isinstance(x, torch.Tensor) and x.dim() == 3 and x.is_floating_point() else None
 
 
-def _selected(obj: Any, n: int, row: int) -> list[torch.Tensor]:
-    picked = last_position_of_row(n, row)(obj)
+def _selected(obj: Any, n: int, row: int, last_token: tuple[int, int] | None = None) -> list[torch.Tensor]:
+    picked = last_position_of_row(n, row, last_token)(obj)
     try:
         return [t for t in tree.flatten(picked).values() if isinstance(t, torch.Tensor)]
     except tree.TreeError:
@@ -200,14 +207,14 @@ def rerun_module(
         if condition is not None:
             b = _selected(condition(lambda: _apply(module, ref)), n_a, row_a)
         else:
-            b = _selected(_apply(module, other), n_b, row_b)
+            b = _selected(_apply(module, other), n_b, row_b, site.last_token)
     except Exception:  # a module that cannot run outside its parent's forward
         return ModuleRerun(None)
     how = f"on the reference's inputs, as it is and {condition_text}" if condition else "on each run's inputs"
     result = ModuleRerun(not _same(a, b), how)
     x_ref, x_other = _row_input(ref), _row_input(other)
     if condition is None and result.reproduced and x_ref is not None and x_other is not None:
-        _row_counts(module, x_ref, x_other, ((n_a, row_a), (n_b, row_b)), a, b, result)
+        _row_counts(module, x_ref, x_other, ((n_a, row_a), (n_b, row_b)), a, b, result, site.last_token)
     return result
 
 
@@ -219,6 +226,7 @@ def _row_counts(
     a: list[torch.Tensor],
     b: list[torch.Tensor],
     result: ModuleRerun,
+    last_token: tuple[int, int] | None = None,
 ) -> None:
     """The prompt's row (its last position) among n copies of itself: which n give it the same
     bits (read last), and whether copies at each call's row count and place give both runs' bits."""
@@ -228,7 +236,8 @@ def _row_counts(
     width = x_ref.shape[-1]
     one = x_ref[row_a, -1].reshape(1, width)
     count_a, count_b = x_ref.numel() // width, x_other.numel() // width
-    place_a, place_b = (row_a + 1) * x_ref.shape[1] - 1, (row_b + 1) * x_other.shape[1] - 1  # in the call's rows
+    last_b = last_token[1] if last_token and x_other.shape[1] == last_token[0] else x_other.shape[1] - 1
+    place_a, place_b = (row_a + 1) * x_ref.shape[1] - 1, row_b * x_other.shape[1] + last_b  # in the call's rows
     top = min(max(count_a, count_b), MAX_ROWS)
     sizes = sorted({*range(1, min(8, top) + 1), *(2**k for k in range(top.bit_length())), min(count_a, top), top})
 
@@ -306,7 +315,8 @@ def batch_cause(ctx: Ctx, site: Site) -> Cause:
     shape_decides = _same_generation(tile.output[0], in_batch.output[site.prompt])
     masks = (tile.mask, in_batch.mask)
     by_mask = not shape_decides and (masks[0] is None) != (masks[1] is None)
-    factors = [f for f, on in (("the number of rows", by_rows), ("the left padding", by_padding)) if on]
+    side = gen.side
+    factors = [f for f, on in (("the number of rows", by_rows), (f"the {side} padding", by_padding)) if on]
     if by_mask:
         factors.append("whether any prompt in the batch is padded (its layers then get an attention mask)")
     elif not shape_decides:
@@ -315,7 +325,7 @@ def batch_cause(ctx: Ctx, site: Site) -> Cause:
     summary = f"a prompt's generation depends on the batch it runs in: {', '.join(factors)}" + site.start
     module_text, _ = _module_part(ctx, site)
     evidence = (
-        f"at {site.where}; the prompt alone, left-padded to the batch's width ({width}): {_differs(by_padding)}; "
+        f"at {site.where}; the prompt alone, {side}-padded to the batch's width ({width}): {_differs(by_padding)}; "
         f"{rows} copies of it, unpadded: {_differs(by_rows)}; {rows} copies at the batch's width "
         + ("give exactly its bits inside the batch" if shape_decides else "still differ from its bits inside the batch")
         + (
@@ -372,37 +382,91 @@ def observed(model: Any, run: Callable[[], Any]) -> Observed:
     return Observed(output, positions, masks[0] if masks else None)
 
 
+def _score_gap(x: tuple[torch.Tensor, torch.Tensor], y: tuple[torch.Tensor, torch.Tensor]) -> float | None:
+    """The largest score difference between two generations (finite scores), ``None`` for the
+    same bits."""
+    if _same_generation(x, y):
+        return None
+    if not torch.equal(x[0], y[0]) or x[1].shape != y[1].shape:
+        return float("inf")  # other tokens: the scores after them are not comparable
+    diff = (x[1] - y[1]).abs()
+    finite = diff[torch.isfinite(diff)]
+    return float(finite.max()) if finite.numel() else 0.0
+
+
+def _gap_text(gap: float | None) -> str:
+    if gap is None:
+        return "keeps the reference's bits"
+    return "other tokens" if gap == float("inf") else f"scores differ by up to {gap:.2g}"
+
+
+def _other_side(ctx: Ctx, site: Site) -> tuple[str, float | None, float | None] | None:
+    """An encoder-decoder's prompt padded by the same amount on each side, re-run: (the other
+    side, the score gap on the check's side, on the other side). ``None`` for a decoder-only
+    model, whose new tokens must follow the prompt (no right padding to compare)."""
+    gen = ctx.generate
+    if not getattr(getattr(ctx.model, "config", None), "is_encoder_decoder", False):
+        return None
+    p, ref = ctx.prompts[site.prompt], ctx.reference[site.prompt]
+    other = "left" if gen.side == "right" else "right"
+    here = _score_gap(gen([p], extra=ctx.padding)[0], ref)
+    there = _score_gap(gen([p], extra=ctx.padding, side=other)[0], ref)
+    return other, here, there
+
+
+def _numbers_padding(side: str, here: float | None, there: float | None) -> bool:
+    """Left padding moves the prompt's positions and right padding by the same amount does not
+    (its bits, or a score gap at least 10x smaller): the model numbers the padding positions."""
+    return side == "left" and here is not None and (there is None or there * 10 <= here)
+
+
 def padding_cause(ctx: Ctx, site: Site) -> Cause:
-    p = ctx.prompts[site.prompt]
+    p, side = ctx.prompts[site.prompt], ctx.generate.side
     runs = (observed(ctx.model, site.reference[0]), observed(ctx.model, site.other[0]))
     alone, padded = (r.positions(site.step, n, row) for r, (_, n, row) in zip(runs, (site.reference, site.other)))
     if alone is None or padded is None:
         positions = "the model's forward gets no position_ids (not compared)"
         shifted = False
     else:
-        real = padded[-len(alone) :]
+        real = padded[-len(alone) :] if side == "left" else padded[: len(alone)]
         shifted = not torch.equal(real, alone)
         positions = (
             f"the prompt's position ids {'shift' if shifted else 'stay the same'} with the padding "
             f"({alone.tolist()[:6]}{'...' if len(alone) > 6 else ''} alone)"
         )
+    sides = _other_side(ctx, site)
+    numbered = False
+    if sides is not None:
+        other, here, there = sides
+        numbered = _numbers_padding(side, here, there)
+        positions += (
+            f"; {ctx.padding} pad tokens on the {side}: {_gap_text(here)}; "
+            f"re-run with them on the {other}: {_gap_text(there)}"
+        )
+        if _numbers_padding(other, there, here):
+            positions += f" (the model numbers the padding positions: keep padding on the {side})"
     if runs[0].mask != runs[1].mask:
         positions += f"; the layers' attention mask: {runs[0].mask or 'none'} alone, {runs[1].mask or 'none'} padded"
     module_text, rerun = _module_part(ctx, site)
     if shifted:
         summary = "left padding shifts the prompt's positions"
+    elif numbered:
+        summary = (
+            "left padding moves the prompt's positions: the model numbers the padding positions (its "
+            "position embeddings count from the sequence's start, not from the attention mask)"
+        )
     elif rerun is not None and rerun.rows:
         a, b = rerun.rows
         summary = (
-            f"left padding changes the row count of the prompt's calls ({a} vs {b} rows into {site.label}), "
+            f"{side} padding changes the row count of the prompt's calls ({a} vs {b} rows into {site.label}), "
             "and that module gives a row other bits at other row counts"
         )
     else:
         summary = (
-            f"left padding lengthens the sequence the prompt's {len(p)} tokens run in to {len(p) + ctx.padding}: "
+            f"{side} padding lengthens the sequence the prompt's {len(p)} tokens run in to {len(p) + ctx.padding}: "
             "other kernel shapes, masked positions included"
         )
-    fix = fix_of("padding", "positions" if shifted else None)
+    fix = fix_of("padding", "positions" if shifted else "right" if numbered else None)
     return Cause("padding", "padding", summary + site.start, f"at {site.where}; {positions}{module_text}", fix)
 
 

@@ -7,6 +7,7 @@ import json
 from typing import Any, Literal
 
 from samebits.tensors.compare import TreeComparison
+from samebits.tensors.symptoms import OutputChange, by_notice, most_noticed, output_changes
 from samebits.tensors.digest import RUN_DIGEST
 from samebits.exit_codes import exit_code
 
@@ -17,7 +18,9 @@ AXES = ("repeat", "seed", "state", "process", "threads", "batch")
 
 @dataclasses.dataclass
 class Difference:
-    """How two outputs differ, at the path that differs most."""
+    """How two outputs differ: at the first path outside the tolerance (``path``, ``message``),
+    every leaf that differs in the user's words, the one a user notices first on top
+    (``outputs``: a flipped label before a 1e-4 box shift), and that one in a line (``noticed``)."""
 
     path: str
     mismatched: int
@@ -26,12 +29,16 @@ class Difference:
     max_rel: float
     max_ulp: int | None
     message: str
+    outputs: list[OutputChange] = dataclasses.field(default_factory=list)
+    noticed: str = ""
 
     @classmethod
     def from_comparison(cls, result: TreeComparison) -> Difference | None:
         worst = next((c for c in result.items if c.verdict == "diverged"), None) or result.first_difference()
         if worst is None:
             return None
+        changes = by_notice(output_changes(result))
+        noticed = next(iter(changes), None)
         return cls(
             worst.path or "<output>",
             worst.mismatched,
@@ -40,6 +47,8 @@ class Difference:
             worst.max_rel,
             worst.max_ulp,
             worst.message(),
+            changes,
+            noticed.line() if noticed else "",
         )
 
 
@@ -237,6 +246,9 @@ class CheckReport:
         ran = [a for a in self.axes if a.verdict in ("identical", "close")]
         if self.diverged:
             names = ", ".join(a.axis for a in self.diverged)
+            noticed = most_noticed([c for a in self.diverged if a.difference for c in a.difference.outputs])
+            if noticed:
+                names += f" ({noticed.line()})"
             if self.causes:
                 first = self.causes[0]
                 return f"Outputs change across {names}: {first.summary}. First do: {first.fix}."

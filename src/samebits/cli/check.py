@@ -21,6 +21,7 @@ STYLE = {"identical": "green", "close": "yellow", "diverged": "bold red", "skipp
 
 
 GROWTH_SHOWN = 6  # modules after the origin shown in the terminal
+OUTPUTS_SHOWN = 8  # outputs that differ shown in the terminal, per axis
 
 
 def check_command(
@@ -81,6 +82,12 @@ def check_command(
         "--sample",
         help="With --generate: sample instead of greedy decoding, the RNG seeded with --seed before every generation.",
     ),
+    padding_side: Optional[str] = typer.Option(
+        None,
+        "--padding-side",
+        metavar="SIDE",
+        help="With --generate: pad prompts on the left or right (default: right for an encoder-decoder, as its tokenizers do; left otherwise).",
+    ),
     from_dir: Optional[str] = typer.Option(
         None,
         "--from",
@@ -120,10 +127,11 @@ def check_command(
             json_path,
             html_path,
             sample,
+            padding_side,
         )
         return
-    if sample:
-        raise UserError("--sample goes with --generate N")
+    if sample or padding_side:
+        raise UserError(f"{'--sample' if sample else '--padding-side'} goes with --generate N")
     check_html_path(html_path)
     stored = None
     if from_dir is not None:
@@ -185,20 +193,23 @@ def check_command(
 
 
 def _check_generation(
-    console, model, input_file, input_shape, dtype, int_range, seed, n, axes, json_path, html_path, sample
+    console, model, input_file, input_shape, dtype, int_range, seed, n, axes, json_path, html_path, sample, side
 ):
     from samebits.checker.generation import AXES, check_generation
 
     loaded, inputs, _ = opts.load_target(model, input_file, input_shape, dtype, int_range, seed)
     chosen = tuple(a.strip() for a in axes.split(",") if a.strip()) if axes else AXES
     with Console(stderr=True).status("generating", spinner="dots"):
-        report = check_generation(loaded, inputs, max_new_tokens=n, axes=chosen, sample=sample, seed=seed)
+        report = check_generation(
+            loaded, inputs, max_new_tokens=n, axes=chosen, sample=sample, seed=seed, padding_side=side
+        )
     write_json(report.to_dict(), json_path)
     write_html(report.to_dict(), html_path)
     console.print(f"[bold]{escape(report.headline())}[/bold]")
     console.print(
         f"MODEL {escape(report.model)}, {len(report.prompts)} prompts of {report.prompts} tokens, {n} new tokens"
-        f"{f', sampled (seed {seed})' if sample else ', greedy'}, {report.seconds:.1f} s\n"
+        f"{f', sampled (seed {seed})' if sample else ', greedy'}, padded on the {report.padding_side}, "
+        f"{report.seconds:.1f} s\n"
     )
     rows = [[a.axis, a.tokens, a.scores, escape(a.summary)] for a in report.axes]
     console.print(fitted_table(["axis", "tokens", "score bits", "what was measured"], rows, set(), console.width))
@@ -244,6 +255,7 @@ def render(console: Console, report) -> None:  # report: CheckReport
         console.print(f"\n[bold]{a.axis}[/bold]: {escape(a.summary)}")
         if a.difference:
             console.print(escape(f"at {a.difference.path}: {a.difference.message}"))
+            print_outputs(console, a.difference.outputs)
         if a.origin:
             o = a.origin
             console.print(
@@ -264,6 +276,17 @@ def render(console: Console, report) -> None:  # report: CheckReport
     print_causes(console, report.causes)
     if report.localization:
         console.print(f"\n{escape(report.localization)}")
+
+
+def print_outputs(console: Console, outputs: list) -> None:  # list[OutputChange]
+    """The outputs that differ, the one a user notices first on top (their order in the report)."""
+    if len(outputs) < 2 and not any(c.kind == "flips" for c in outputs):
+        return  # the line above already said it
+    console.print(f"outputs that differ ({len(outputs)}), as a user sees them:")
+    for c in outputs[:OUTPUTS_SHOWN]:
+        console.print(escape(f"  {c.line()}"))
+    if len(outputs) > OUTPUTS_SHOWN:
+        console.print(f"  ... {len(outputs) - OUTPUTS_SHOWN} more (all in --json)")
 
 
 def print_causes(console: Console, causes: list) -> None:  # list[Cause]

@@ -75,7 +75,7 @@ def generate_task(model: Any, inputs: Any, job: dict) -> dict:
     from samebits.measure.generate import Generator, step_digests
 
     params = job["params"]
-    generate = Generator(model, int(params["max_new_tokens"]), params.get("seed"))
+    generate = Generator(model, int(params["max_new_tokens"]), params.get("seed"), params.get("side"))
     out = [generate([torch.tensor(p, dtype=torch.long)])[0] for p in params["prompts"]]
     return {"data": {"tokens": [t.tolist() for t, _ in out], "digests": [step_digests(s) for _, s in out]}}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -34,14 +34,28 @@ def pad_id(model: Any) -> int:
     return pad if isinstance(pad, int) else min(eos_ids(model), default=0)
 
 
-def left_padded(prompts: Sequence[torch.Tensor], width: int, pad: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(input_ids, attention_mask) ``[len(prompts), width]``: each prompt at the right end, ``pad``
-    (mask 0) before it, as decoder-only models are batched."""
+Side = Literal["left", "right"]
+
+
+def padding_side(model: Any) -> Side:
+    """The side a model's prompts are padded on in a batch: the right for an encoder-decoder (its
+    tokenizers pad there; the decoder generates from its own start token), the left for a
+    decoder-only model (new tokens follow the prompt's last one)."""
+    encoder_decoder = getattr(getattr(model, "config", None), "is_encoder_decoder", False)
+    return "right" if encoder_decoder else "left"
+
+
+def padded(
+    prompts: Sequence[torch.Tensor], width: int, pad: int, side: Side = "left"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(input_ids, attention_mask) ``[len(prompts), width]``: each prompt at the right end with
+    ``pad`` (mask 0) before it (``side="left"``), or at the left end with the padding after it."""
     ids = torch.full((len(prompts), width), pad, dtype=torch.long)
     mask = torch.zeros((len(prompts), width), dtype=torch.long)
     for i, p in enumerate(prompts):
-        ids[i, width - len(p) :] = p
-        mask[i, width - len(p) :] = 1
+        where = slice(width - len(p), width) if side == "left" else slice(0, len(p))
+        ids[i, where] = p
+        mask[i, where] = 1
     return ids, mask
 
 
@@ -78,7 +92,7 @@ def run_generate(
     seed: int | None = None,
     use_cache: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """One call of ``model.generate`` on a left-padded batch: (new tokens ``[rows, steps]``, scores
+    """One call of ``model.generate`` on a padded batch: (new tokens ``[rows, steps]``, scores
     ``[rows, steps, vocab]``), on the CPU. ``fixed``: exactly ``n`` steps (no stop at EOS);
     ``seed``: sampled, torch's RNG seeded with it first (the caller's RNG left as it was), else
     greedy."""
@@ -103,22 +117,25 @@ def run_generate(
 
 
 class Generator:
-    """``model.generate`` as the generation check runs it: prompts left-padded into one batch,
-    ``max_new_tokens`` forced steps, greedy or (with ``seed``) sampled from torch's RNG seeded
-    alike before every call; per prompt (tokens, scores)."""
+    """``model.generate`` as the generation check runs it: prompts padded into one batch on the
+    model's side (``side``, else :func:`padding_side`), ``max_new_tokens`` forced steps, greedy or
+    (with ``seed``) sampled from torch's RNG seeded alike before every call; per prompt (tokens,
+    scores)."""
 
-    def __init__(self, model: Any, max_new_tokens: int, seed: int | None = None) -> None:
+    def __init__(self, model: Any, max_new_tokens: int, seed: int | None = None, side: Side | None = None) -> None:
         if not callable(getattr(model, "generate", None)):
             raise UserError("--generate needs a model with a transformers-style generate()")
         self.model, self.n, self.seed = model, max_new_tokens, seed  # seed: sample, seeded alike
         self.pad = pad_id(model)
+        self.side: Side = side or padding_side(model)
 
     def __call__(
-        self, prompts: list[torch.Tensor], extra: int = 0, use_cache: bool = True
+        self, prompts: list[torch.Tensor], extra: int = 0, use_cache: bool = True, side: Side | None = None
     ) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """Generation of ``prompts`` in one batch, left-padded to the longest plus ``extra``: per
-        prompt (tokens [n], scores [n, vocab])."""
-        ids, mask = left_padded(prompts, max(len(p) for p in prompts) + extra, self.pad)
+        """Generation of ``prompts`` in one batch, padded to the longest plus ``extra`` (on
+        ``side``, else the generator's): per prompt (tokens [n], scores [n, vocab])."""
+        width = max(len(p) for p in prompts) + extra
+        ids, mask = padded(prompts, width, self.pad, side or self.side)
         tokens, scores = run_generate(
             self.model, ids, mask, self.n, pad=self.pad, fixed=True, seed=self.seed, use_cache=use_cache
         )

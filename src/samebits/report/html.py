@@ -74,6 +74,7 @@ def _check(d: dict[str, Any]) -> str:
         ]
         parts.append("<h2>Where the difference starts and how it grows</h2>")
         parts.append('<div class="chart">' + divergence_by_depth(series) + "</div>")
+    parts += [_outputs(a) for a in d["axes"]]
     for a in d["axes"]:
         o = a.get("origin")
         if not o:
@@ -91,6 +92,15 @@ def _check(d: dict[str, Any]) -> str:
         parts.append(f"<p class='muted'>{_e(d['localization'])}</p>")
     parts.append(_fingerprint(d.get("fingerprint")))
     return "".join(parts)
+
+
+def _outputs(axis: dict[str, Any]) -> str:
+    """The axis's outputs that differ, in the report's order: the one a user notices first on top."""
+    changes = (axis.get("difference") or {}).get("outputs") or []
+    if not changes:
+        return ""
+    rows = [[c["path"] or "<output>", c["text"]] for c in changes]
+    return f"<h2>{_e(axis['axis'])}: outputs that differ</h2>" + _table(["output", "what changes"], rows)
 
 
 def _causes(causes: list[dict[str, Any]] | None) -> str:

@@ -86,11 +86,14 @@ CAUSES: dict[str, CauseKind] = {
         ),
         CauseKind(
             "padding",
-            "a generation: the prompt alone, left-padded; its position ids and the layers' mask compared",
+            "a generation: the prompt alone, padded; its position ids and the layers' mask compared, and for an "
+            "encoder-decoder the same padding on the other side re-run",
             "pad every prompt to a fixed width bucket whether it runs alone or batched (Predictor.generate "
             "buckets widths), so the same prompt always runs at the same width",
             {
                 "positions": "derive position_ids from the attention mask (cumsum - 1), as transformers' generate does",
+                "right": "pad the encoder's inputs on the right (tokenizer.padding_side = 'right', as encoder-decoder "
+                "tokenizers do), so a prompt's positions are the same alone and padded",
                 "generate": _PREDICTOR_GENERATE,
             },
         ),

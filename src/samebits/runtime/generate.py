@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from samebits.errors import UserError
-from samebits.measure.generate import attention, eos_ids, left_padded, pad_id, run_generate
+from samebits.measure.generate import attention, eos_ids, pad_id, padded, run_generate
 
 
 @dataclasses.dataclass
@@ -100,7 +100,7 @@ class TileGenerator:
         after): measured on the tiny GPT-2 and Llama here, the CPU SDPA kernel gave 5-17 of 40
         prompts other score bits with other neighbours in the tile, eager attention none."""
         rows = prompts + [prompts[-1]] * (self.tile - len(prompts))
-        ids, mask = left_padded(rows, width, self.pad)
+        ids, mask = padded(rows, width, self.pad)
         with self.lock, attention(self.model, self.attention):
             return run_generate(self.model, ids, mask, n, pad=self.pad)
 
