@@ -30,7 +30,7 @@ from samebits.checker.generation_causes import EXPLAIN, Ctx, Site, last_position
 from samebits.checker.report import Cause
 from samebits.errors import UserError, first_line
 from samebits.exit_codes import exit_code
-from samebits.measure.generate import Generator, attention, step_digests
+from samebits.measure.generate import Generator, Side, attention, step_digests
 from samebits.measure.generate import padding_side as padding_side_of
 from samebits.models.target import as_loaded, eval_mode, inputs_for
 
@@ -283,15 +283,17 @@ def check_generation(
     started = time.monotonic()
     if max_new_tokens < 1:
         raise UserError("--generate N needs N >= 1 new tokens")
+    if padding_side not in (None, "left", "right"):
+        raise UserError(f"--padding-side is left or right (got {padding_side!r})")
     unknown = [a for a in axes if a not in AXES]
     if unknown:
         raise UserError(f"unknown generation axis {unknown[0]!r}; choose from {', '.join(AXES)}")
     loaded = as_loaded(model_or_spec)
     example = inputs_for(loaded, inputs)
     prompts = _prompts(example)
-    if padding_side not in (None, "left", "right"):
-        raise UserError(f"--padding-side is left or right (got {padding_side!r})")
-    side = padding_side or padding_side_of(loaded.model)
+    side: Side = padding_side_of(loaded.model)
+    if padding_side is not None:
+        side = "left" if padding_side == "left" else "right"
     generate = Generator(eval_mode(loaded.model), max_new_tokens, seed if sample else None, side)
     reference = [generate([p])[0] for p in prompts]  # as the model is, like check's forward axes
     runs = {
