@@ -256,3 +256,14 @@ class FlakyDetector(nn.Module):
 
 def flaky_detector():
     return FlakyDetector(), torch.zeros(2, 3, 8, 8)
+
+
+class LongError(nn.Module):
+    """A forward that raises a 1000-character message, as exporters and compilers do."""
+
+    def forward(self, x):
+        raise ValueError("the library explains at length " + "and at length " * 70 + "THE END")
+
+
+def long_error():
+    return LongError(), _x()

@@ -346,3 +346,17 @@ def bart():
     )
     ids = _ids((2, 7), 512).clamp(min=3)
     return BartForConditionalGeneration(config).eval(), {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+
+
+def gpt2_from_pretrained():
+    """The GPT-2 of ``gpt2()`` saved with save_pretrained and loaded back with from_pretrained
+    (which shows a "Loading weights" progress bar)."""
+    import tempfile
+
+    from transformers import GPT2LMHeadModel
+
+    model, inputs = gpt2()
+    with tempfile.TemporaryDirectory() as folder:
+        model.save_pretrained(folder)
+        loaded = GPT2LMHeadModel.from_pretrained(folder).eval()
+    return loaded, inputs

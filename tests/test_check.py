@@ -34,7 +34,9 @@ def verdicts(report):
 
 def test_clean_model_passes_every_axis():
     report = check(spec("clean"))
-    assert verdicts(report) == dict.fromkeys(("repeat", "seed", "state", "process", "threads", "batch"), "identical")
+    assert verdicts(report) == dict.fromkeys(
+        ("repeat", "seed", "state", "process", "threads", "batch", "layout"), "identical"
+    )
     assert report.ok and report.exit_code == 0 and report.causes == []
     assert report.headline().startswith("Same input, same bits")
 

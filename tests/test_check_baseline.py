@@ -1,7 +1,7 @@
 """`samebits check` gives the verdicts, origins and causes captured in tests/baselines/check.json
 (by tests/baselines/capture_check.py) on every model of the suite: a faster check must find the
-same things. The batch and threads axes depend on the CPU's GEMM kernels and are compared only on
-a CPU of the captured kind (the same ATen capability and vendor: an Intel and an AMD AVX512
+same things. The batch, threads and layout axes depend on the CPU's GEMM kernels and are compared
+only on a CPU of the captured kind (the same ATen capability and vendor: an Intel and an AMD AVX512
 machine pick other kernels)."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ sys.path.insert(0, str(HERE / "baselines"))
 from capture_check import cpu_kind, specs, summary  # noqa: E402
 
 BASELINE = json.loads((HERE / "baselines" / "check.json").read_text())
-KERNEL_AXES = {"batch": "batch-size", "threads": "thread-count"}  # axis -> its cause
+KERNEL_AXES = {"batch": "batch-size", "threads": "thread-count", "layout": "memory-layout"}  # axis -> its cause
 
 
 def same_cpu_kind() -> bool:

@@ -44,3 +44,28 @@ def test_demo_list_shows_every_demo():
 def test_console_script_is_installed():
     script = Path(sys.executable).parent / "samebits"
     assert script.exists(), "pip install -e . should install the samebits console script"
+
+
+TESTS = Path(__file__).resolve().parent
+
+
+def test_third_party_progress_bars_stay_off_the_terminal_unless_verbose():
+    import pytest
+
+    pytest.importorskip("transformers", reason="the progress bar is transformers' from_pretrained")
+    spec = f"{TESTS / 'real_models.py'}:gpt2_from_pretrained"
+    quiet = run_cli("check", spec, "--axes", "repeat")
+    assert quiet.returncode == 0, quiet.stderr
+    assert "Loading weights" not in quiet.stdout + quiet.stderr
+    loud = run_cli("--verbose", "check", spec, "--axes", "repeat")
+    assert loud.returncode == 0 and "Loading weights" in loud.stderr  # the bar is there to hide
+
+
+def test_a_long_message_from_another_library_is_cut_to_one_line_unless_verbose():
+    spec = f"{TESTS / 'check_models.py'}:long_error"
+    short = run_cli("check", spec)
+    assert short.returncode == 2
+    (line,) = short.stderr.strip().splitlines()
+    assert len(line) < 320 and line.endswith("(--verbose shows the whole message)") and "THE END" not in line
+    whole = run_cli("--verbose", "check", spec)
+    assert whole.returncode == 2 and "THE END" in whole.stderr

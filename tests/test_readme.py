@@ -43,11 +43,14 @@ def test_readme_first_command_runs_check_on_the_demo():
     )
     report = json.loads(out.stdout)
     verdicts = {a["axis"]: a["verdict"] for a in report["axes"]}
-    assert report["model"] == "demo:mlp" and set(verdicts) == {"repeat", "seed", "state", "process", "threads", "batch"}
-    assert {a: v for a, v in verdicts.items() if a != "batch"} == dict.fromkeys(
+    kernels = ("batch", "layout")  # these depend on the CPU's GEMM kernels
+    assert report["model"] == "demo:mlp"
+    assert set(verdicts) == {"repeat", "seed", "state", "process", "threads", *kernels}
+    assert {a: v for a, v in verdicts.items() if a not in kernels} == dict.fromkeys(
         ["repeat", "seed", "state", "process", "threads"], "identical"
     )
-    assert out.returncode == (1 if verdicts["batch"] == "diverged" else 0) == report["exit_code"]
+    found = any(verdicts[a] == "diverged" for a in kernels)
+    assert out.returncode == (1 if found else 0) == report["exit_code"]
 
 
 def test_switches_example_runs():

@@ -37,6 +37,7 @@ if TYPE_CHECKING:  # what a type checker sees: the real names (at run time they 
     from samebits.tensors import flatten as flatten
     from samebits.tensors import register_node as register_node
     from samebits.tensors import tolerances_for as tolerances_for
+    from samebits.tensors.layout import align_parameters as align_parameters
 
 _EXPORTS = {
     "deterministic": "samebits.determinism",
@@ -53,6 +54,7 @@ _EXPORTS = {
     "digest_tree": "samebits.tensors",
     "compare": "samebits.tensors",
     "tolerances_for": "samebits.tensors",
+    "align_parameters": "samebits.tensors.layout",
     "load_model": "samebits.models",
     "ModelInputs": "samebits.models",
     "record": "samebits.golden.recorder",

@@ -34,14 +34,27 @@ class MissingDependencyError(UserError):
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
+# How many characters of another library's message one line shows: the CLI sets it unless
+# --verbose; None (a library caller) shows it whole.
+MESSAGE_LIMIT: int | None = None
+
+
 def first_line(exc: BaseException, *, with_type: bool = False) -> str:
     """The first non-empty line of ``exc``'s message, terminal colour codes removed (the type
-    name where the message is empty; prefixed by it with ``with_type``)."""
+    name where the message is empty; prefixed by it with ``with_type``), cut to
+    ``MESSAGE_LIMIT`` characters where that is set."""
     lines = [line.strip() for line in _ANSI.sub("", str(exc)).splitlines() if line.strip()]
-    text = lines[0] if lines else ""
+    text = cut(lines[0]) if lines else ""
     if with_type or not text:
         return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
     return text
+
+
+def cut(text: str) -> str:
+    """``text`` cut at a word to ``MESSAGE_LIMIT`` characters, saying where the rest is."""
+    if MESSAGE_LIMIT is None or len(text) <= MESSAGE_LIMIT:
+        return text
+    return text[:MESSAGE_LIMIT].rsplit(" ", 1)[0] + " ... (--verbose shows the whole message)"
 
 
 class UserCodeExit(RuntimeError):

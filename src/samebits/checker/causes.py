@@ -6,7 +6,15 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from samebits.checker.report import AxisResult, BatchDetails, Cause, ChildrenDetails, SeedDetails, StateDetails
+from samebits.checker.report import (
+    AxisResult,
+    BatchDetails,
+    Cause,
+    ChildrenDetails,
+    LayoutDetails,
+    SeedDetails,
+    StateDetails,
+)
 from samebits.measure.guard import training_modules
 from samebits.rules.causes import fix_of
 
@@ -207,6 +215,34 @@ def batch_size(e: Evidence) -> list[Cause]:
     ]
 
 
+def memory_layout(e: Evidence) -> list[Cause]:
+    layout = e.diverged("layout")
+    details = _details(layout, LayoutDetails)
+    if layout is None or details is None:
+        return []
+    differ = [t for t in details.layouts if t.verdict in ("diverged", "close")]
+    where = f", starting in {layout.origin.module} ({layout.origin.type})" if layout.origin else ""
+    on_parameters = any(t.name.startswith("parameters") for t in differ)
+    evidence = "; ".join(f"{t.name}: {t.note}" for t in differ) + f"; the model as given: {details.model_as_given}"
+    if details.aligned_fixes is not None:
+        evidence += (
+            "; samebits.align_parameters on each gives the bits of fresh aligned storage"
+            if details.aligned_fixes
+            else "; samebits.align_parameters does not give them back"
+        )
+    return [
+        Cause(
+            "memory-layout",
+            "layout",
+            f"the output depends on where the {'weights' if on_parameters else 'inputs'} sit in memory "
+            f"({', '.join(t.name for t in differ)}){where}",
+            evidence,
+            fix_of("memory-layout", None if on_parameters else "inputs"),
+            verified=details.aligned_fixes if on_parameters else None,
+        )
+    ]
+
+
 def nondeterministic_kernels(e: Evidence) -> list[Cause]:
     repeat = e.diverged("repeat")
     if repeat is None or "repeat" in e.explained:
@@ -235,6 +271,7 @@ DETECTORS = (
     per_process,
     thread_count,
     batch_size,
+    memory_layout,
     nondeterministic_kernels,
 )
 

@@ -11,7 +11,7 @@ import os
 class CheckOptions:
     """The knobs of ``samebits check`` (see its ``--help``)."""
 
-    axes: tuple[str, ...] = ("repeat", "seed", "state", "process", "threads", "batch")
+    axes: tuple[str, ...] = ("repeat", "seed", "state", "process", "threads", "batch", "layout")
     runs: int = 3
     processes: int = 2
     threads: tuple[int, ...] | None = None  # None: 1 and the default thread count

@@ -6,6 +6,7 @@ import dataclasses
 import json
 from typing import Any, Literal
 
+from samebits.measure.layout import LayoutTried
 from samebits.tensors.compare import TreeComparison
 from samebits.tensors.symptoms import OutputChange, by_notice, most_noticed, output_changes
 from samebits.tensors.digest import RUN_DIGEST
@@ -13,7 +14,7 @@ from samebits.exit_codes import exit_code
 
 SCHEMA_VERSION = 1
 AxisVerdict = Literal["identical", "close", "diverged", "skipped", "error"]
-AXES = ("repeat", "seed", "state", "process", "threads", "batch")
+AXES = ("repeat", "seed", "state", "process", "threads", "batch", "layout")
 
 
 @dataclasses.dataclass
@@ -170,7 +171,17 @@ class BatchDetails:
     coupled: str | None = None  # why the rows are coupled by design (an output [B, B]), where they are
 
 
-AxisDetails = SeedDetails | StateDetails | ChildrenDetails | BatchDetails
+@dataclasses.dataclass
+class LayoutDetails:
+    """The layout axis: every layout tried, how the model's own tensors sit, and whether
+    ``samebits.align_parameters`` on a parameter layout that differed gives the aligned bits."""
+
+    layouts: list[LayoutTried]
+    model_as_given: str
+    aligned_fixes: bool | None = None
+
+
+AxisDetails = SeedDetails | StateDetails | ChildrenDetails | BatchDetails | LayoutDetails
 
 
 @dataclasses.dataclass
@@ -246,7 +257,11 @@ class CheckReport:
         ran = [a for a in self.axes if a.verdict in ("identical", "close")]
         if self.diverged:
             names = ", ".join(a.axis for a in self.diverged)
-            noticed = most_noticed([c for a in self.diverged if a.difference for c in a.difference.outputs])
+            # the symptom of the axis the first cause explains, else the one a user notices first
+            named = self.causes[0].axis.split(", ") if self.causes else [a.axis for a in self.diverged]
+            noticed = most_noticed(
+                [c for a in self.diverged if a.difference and a.axis in named for c in a.difference.outputs]
+            )
             if noticed:
                 names += f" ({noticed.line()})"
             if self.causes:

@@ -12,6 +12,7 @@ import torch
 from samebits.checker.axes.batch import batch_axis
 from samebits.checker.axes.children import ChildAxes
 from samebits.checker.axes.in_process import repeat_axis, seed_axis, state_axis
+from samebits.checker.axes.layout import layout_axis
 from samebits.checker.axes.threads import threads_axis
 from samebits.checker.causes import diagnose
 from samebits.checker.context import CheckContext, CheckOptions
@@ -32,6 +33,7 @@ IN_PROCESS = {
     "state": state_axis,
     "threads": threads_axis,
     "batch": batch_axis,
+    "layout": layout_axis,
 }
 
 
@@ -99,7 +101,7 @@ def check(
     ``model_or_spec`` is a MODEL spec string, a :class:`LoadedModel` or an ``nn.Module``;
     ``inputs`` are example inputs (a tuple is positional, a dict keyword arguments) and default
     to the spec's own. ``axes`` choose the variations (repeat, seed, state, process, threads,
-    batch); ``runs``/``processes`` how many of each; ``threads`` the thread counts (default 1 and
+    batch, layout); ``runs``/``processes`` how many of each; ``threads`` the thread counts (default 1 and
     the current count); ``batch_sizes`` the sizes a sample is put in, along ``batch_dim``;
     ``atol``/``rtol`` a tolerance, both or neither (default: bits); ``timeout`` seconds per child process;
     ``localize`` whether to find the first divergent module; ``runtime`` ``"predictor"`` or

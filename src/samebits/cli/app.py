@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import _thread
 import logging
+import os
 import signal
 import sys
 import threading
@@ -18,6 +19,8 @@ from samebits import errors
 from samebits._version import __version__
 from samebits.cli import bench, cache, check, demo, doctor, env, lint, predict, record, report, run, serve, verify
 from samebits.errors import UserError, first_line
+
+MESSAGE_LIMIT = 200  # characters of another library's message on one line, unless --verbose
 
 app = typer.Typer(
     name="samebits",
@@ -45,7 +48,7 @@ def _root(
     verbose: bool = typer.Option(
         False,
         "--verbose",
-        help="Show the warnings and logs of torch and other libraries (kept off the terminal otherwise).",
+        help="Show the warnings, logs and progress bars of torch and other libraries (kept off the terminal otherwise), and their long messages whole.",
     ),
 ) -> None:
     """Exit codes: 0 all good, 1 the check found what it looks for, 2 usage or input error (or a
@@ -112,6 +115,10 @@ def main(argv: list[str] | None = None) -> None:
             warnings.simplefilter("always")
             for name in ("torch", "onnxruntime", "onnxscript", "transformers"):
                 logging.getLogger(name).setLevel(logging.ERROR)
+            errors.MESSAGE_LIMIT = MESSAGE_LIMIT
+            command = next((a for a in own if not a.startswith("-")), None)
+            if command != "run":  # `samebits run` hands the user's program its own environment
+                _no_progress_bars()
         code = _signal_code(_run(args, debug))
     if caught and code in (0, 1):
         sources = sorted({_package_of(w.filename) for w in caught})
@@ -120,6 +127,13 @@ def main(argv: list[str] | None = None) -> None:
             err=True,
         )
     sys.exit(code)
+
+
+def _no_progress_bars() -> None:
+    """Third-party progress bars off (transformers' "Loading weights", tqdm's), here and in the
+    children samebits starts, unless the environment already says otherwise."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TQDM_DISABLE", "1")
 
 
 def _package_of(filename: str) -> str:

@@ -49,6 +49,11 @@ def verify_command(
         "--shards",
         help="For a predict OUT_DIR: how many shards to recompute (every shard file's digest is checked).",
     ),
+    layout: bool = typer.Option(
+        False,
+        "--layout",
+        help="Also run with the model's parameters and the inputs re-laid in memory (fresh aligned storage, an offset, transposed strides), each compared with the golden: a golden recorded from a model built in memory holds for one loaded from a file only if every layout agrees.",
+    ),
     atol: Optional[float] = typer.Option(None, "--atol", help="Absolute tolerance (with --rtol)."),
     rtol: Optional[float] = typer.Option(None, "--rtol", help="Relative tolerance (with --atol)."),
     json_path: Optional[str] = opts.JsonOpt,
@@ -72,7 +77,7 @@ def verify_command(
     check_html_path(html_path)
     # Which model is loaded, for a person watching; logs and CI get the report (and one error line).
     announce = (lambda m: print(f"samebits verify: {m}", file=sys.stderr)) if sys.stderr.isatty() else None
-    report = verify(golden, model, exact=exact, atol=atol, rtol=rtol, announce=announce)
+    report = verify(golden, model, exact=exact, atol=atol, rtol=rtol, announce=announce, layout=layout)
     data = report.to_dict()
     write_json(data, json_path)
     write_html(data, html_path)
@@ -98,6 +103,12 @@ def verify_command(
             console.print(
                 f"\nfirst module whose output changed since recording: [bold]{escape(report.first_module)}[/bold]"
             )
+    if report.layouts:
+        console.print("\nre-laid in memory:")
+        for t in report.layouts:
+            note = f": {t.note}" if t.note else ""
+            verdict = f"[{STYLE.get(t.verdict, 'dim')}]{t.verdict}[/]"
+            console.print(f"- {escape(t.name)}: {verdict}{escape(note)} ({escape(t.what)})")
     causes = report.likely_causes()
     if causes:
         console.print("\nthis machine differs from the recording in:")

@@ -18,6 +18,7 @@ from samebits.models import LoadedModel, load_model
 from samebits.models.target import as_loaded
 from samebits.measure.guard import ForwardError
 from samebits.measure.trace import ModuleCall, Trace, first_divergence
+from samebits.measure.layout import LAYOUTS, LayoutTried
 from samebits.tensors.compare import Comparison, compare_trees, worst_verdict
 from samebits.tensors.tree import flatten
 from samebits.exit_codes import exit_code
@@ -36,6 +37,7 @@ class VerifyReport:
     first_module: str | None = None
     recorded: dict[str, Any] = dataclasses.field(default_factory=dict)  # samebits version, created
     schema_version: int = SCHEMA_VERSION
+    layouts: list[LayoutTried] = dataclasses.field(default_factory=list)  # with layout=True: each against the golden
 
     @property
     def verdict(self) -> str:
@@ -43,7 +45,8 @@ class VerifyReport:
 
     @property
     def ok(self) -> bool:
-        return self.verdict != "diverged"
+        """The outputs match the golden, under every layout tried."""
+        return self.verdict != "diverged" and all(t.verdict != "diverged" for t in self.layouts)
 
     @property
     def exit_code(self) -> int:
@@ -93,10 +96,13 @@ def verify(
     atol: float | None = None,
     rtol: float | None = None,
     announce: Callable[[str], None] | None = None,
+    layout: bool = False,
 ) -> VerifyReport:
     """Verify the golden at ``path``. ``model_or_spec`` defaults to the spec stored in the file
     (resolved relative to it). Bits must match when the fingerprint matches in every bit-relevant
-    field; otherwise torch's per-dtype tolerances apply, unless ``exact`` or ``atol``/``rtol``."""
+    field; otherwise torch's per-dtype tolerances apply, unless ``exact`` or ``atol``/``rtol``.
+    ``layout``: also run with the model's parameters and the inputs re-laid in memory
+    (``measure.layout``), each compared with the golden the same way."""
     golden_path = Path(path)
     golden = read_golden(golden_path)
     changes, unreadable = bit_relevant_changes(golden.header["fingerprint"], Fingerprint.capture())
@@ -106,6 +112,7 @@ def verify(
         algorithm = golden.header.get("digest", "sha256")
         with through_runtime(loaded, golden.inputs(), golden.header.get("runtime")) as subject:
             output, trace = run_profiled(subject.model, golden.inputs(), golden.header["profile"], algorithm)
+            layouts = _layouts(golden, subject.model, policy.compare) if layout else []
     except ForwardError as exc:
         raise UserError(
             f"{exc} on the golden's stored inputs; is {loaded.spec} the model it was recorded from?"
@@ -133,4 +140,26 @@ def verify(
         [c.to_dict() for c in changes],
         first,
         {k: golden.header.get(k) for k in ("samebits", "created", "model")},
+        layouts=layouts,
     )
+
+
+def _layouts(golden: Golden, model: Any, leaf: Callable[..., Comparison]) -> list[LayoutTried]:
+    """The golden's forward once per layout, compared with the golden."""
+    import torch
+
+    tried = []
+    for layout in LAYOUTS:
+        if layout.on == "parameters" and (golden.header.get("runtime") or not isinstance(model, torch.nn.Module)):
+            tried.append(LayoutTried(layout.name, layout.what, "skipped", "no nn.Module parameters here to re-lay"))
+            continue
+        try:
+            with layout.applied(model, golden.inputs()) as inputs:
+                output, _ = run_profiled(model, inputs, golden.header["profile"])
+        except ForwardError as exc:
+            tried.append(LayoutTried(layout.name, layout.what, "error", str(exc)))
+            continue
+        result = compare_trees(golden.outputs, flatten(output), leaf=leaf, sides=("the golden", "this run"))
+        worst = result.first_difference()
+        tried.append(LayoutTried(layout.name, layout.what, result.verdict, worst.brief() if worst else ""))
+    return tried

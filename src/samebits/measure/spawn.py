@@ -78,6 +78,7 @@ class Child:
         pipes: bool = False,
     ) -> None:
         self._stderr: IO[bytes] = tempfile.TemporaryFile()
+        self._tail = "no output"
         self.proc = subprocess.Popen(
             [sys.executable, "-m", entry, *args],
             env=dict(env) if env is not None else None,
@@ -109,6 +110,8 @@ class Child:
 
     def tail(self) -> str:
         """The last line the child wrote to stderr (why it died), or ``no output``."""
+        if self._stderr.closed:
+            return self._tail
         with contextlib.suppress(OSError, ValueError):
             self._stderr.seek(0)
             lines = self._stderr.read().decode(errors="replace").strip().splitlines()
@@ -182,4 +185,6 @@ class Child:
             if stream is not None:
                 with contextlib.suppress(OSError):
                     stream.close()
-        _LIVE.discard(self)  # its stderr stays readable (tail) until the Child is dropped
+        self._tail = self.tail()  # kept: the file is closed now, and tail() still answers
+        self._stderr.close()
+        _LIVE.discard(self)

@@ -170,6 +170,9 @@ def _verify(d: dict[str, Any]) -> str:
     ]
     if d.get("first_module"):
         parts.append(f"<p>first changed module: <code>{_e(d['first_module'])}</code></p>")
+    if d.get("layouts"):
+        rows = [[t["name"], t["what"], t["verdict"], t["note"]] for t in d["layouts"]]
+        parts += ["<h2>Re-laid in memory</h2>", _table(["layout", "what", "verdict", "difference"], rows)]
     changes = d.get("fingerprint_changes") or []
     if changes:
         rows = [

@@ -108,6 +108,17 @@ CAUSES: dict[str, CauseKind] = {
             "pin the attention implementation wherever the model runs: from_pretrained(..., attn_implementation=...)",
         ),
         CauseKind(
+            "memory-layout",
+            "the layout axis: the same parameters (or inputs) re-laid in memory (fresh aligned storage, "
+            "an offset, transposed strides) give other bits; `align_parameters` re-run on each",
+            "after loading weights, call samebits.align_parameters(model): every parameter and buffer in "
+            "fresh contiguous aligned storage, so a model loaded from a file gives the bits of one built in memory",
+            {
+                "inputs": "give the forward contiguous inputs in fresh storage (x.contiguous().clone()); "
+                "samebits.Predictor stacks every batch into fresh storage",
+            },
+        ),
+        CauseKind(
             "nondeterministic-kernels",
             "repeats differ; a re-run under `samebits.deterministic()` says whether that fixes it",
             "run inference inside samebits.deterministic()",
