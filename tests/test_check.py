@@ -324,3 +324,19 @@ def test_flipped_labels_are_the_headline_before_a_box_shift(tmp_path):
 
         page = render(data)
         assert page.index("<td>[1].labels</td><td>2 of 300 differ</td>") < page.index("<td>[1].boxes</td>")
+
+
+def test_cli_max_batch_size_caps_the_runtime_calibration_of_check_and_bench(tmp_path, monkeypatch):
+    monkeypatch.setenv("SAMEBITS_CACHE_DIR", str(tmp_path / "cache"))
+    result = run_cli("check", "demo:mlp", "--runtime", "predictor", "--max-batch-size", "4", "--axes", "batch")
+    assert result.returncode == 0, result.stderr
+    (calibration,) = (tmp_path / "cache").glob("calibration-*.json")
+    assert max(json.loads(calibration.read_text())["measured"]["tried"]) == 4
+    out = tmp_path / "bench.json"
+    bench = run_cli(
+        "bench", "demo:mlp", "--batch-sizes", "1,4", "--backends", "eager", "--max-batch-size", "2",
+        "--rounds", "2", "--budget", "0.3", "--json", str(out), timeout=300,
+    )  # fmt: skip
+    assert bench.returncode == 0, bench.stderr
+    verified = json.loads(out.read_text())["invariance"]
+    assert verified and all(max(sizes) <= 2 for sizes in verified.values())

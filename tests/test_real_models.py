@@ -247,3 +247,28 @@ def test_clip_through_the_predictor_keeps_its_b_by_b_logits_and_check_names_coup
             assert torch.equal(got.text_embeds, want.text_embeds)
     report = samebits.check(spec("clip"), axes=("batch",))
     assert [c.code for c in report.causes] == ["rows-coupled"]
+
+
+SUITE = [*TRANSFORMERS, "detector", "clip", "llama", "bart"]
+
+
+@pytest.mark.parametrize("name", SUITE)
+def test_the_predictor_returns_the_models_own_structure_shapes_and_types(name, tmp_path):
+    """Whatever the plan (tiles, whole batches), the output through the Predictor has the model's
+    own type, paths, shapes and dtypes for the batch given."""
+    from samebits.tensors import flatten
+
+    model, example = getattr(real_models, name)()
+    batch = example if isinstance(example, (dict, tuple)) else (example,)
+    with torch.inference_mode():
+        want = model(**batch) if isinstance(batch, dict) else model(*batch)
+    with samebits.Predictor(model, example_inputs=example, cache_dir=tmp_path, max_batch_size=4) as p:
+        got = p.predict(batch if isinstance(batch, dict) else batch[0] if len(batch) == 1 else batch)
+    assert type(got) is type(want)
+
+    def layout(out):
+        return {
+            k: (tuple(v.shape), v.dtype) if isinstance(v, torch.Tensor) else type(v) for k, v in flatten(out).items()
+        }
+
+    assert layout(got) == layout(want)
