@@ -106,6 +106,12 @@ def _worker_of(pid: int) -> int:
     return next(int(r[0]) for r in rows if len(r) == 3 and int(r[1]) == pid and "samebits.serve.worker" in r[2])
 
 
+def _wait_ready(server, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while server.request("/v2/health/ready")[0] != 200 and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
 def test_an_isolated_worker_killed_from_outside_is_restarted_and_not_ready_meanwhile():
     server = Server(f"{MODELS}:moody", "--isolate", "--max-batch-size", "4")
     try:
@@ -114,9 +120,7 @@ def test_an_isolated_worker_killed_from_outside_is_restarted_and_not_ready_meanw
         time.sleep(0.2)
         status, _, raw = server.request("/v2/health/ready")
         assert status == 503 and "restarting the model's worker process after it died" in json.loads(raw)["reason"]
-        deadline = time.monotonic() + 60
-        while server.request("/v2/health/ready")[0] != 200 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        _wait_ready(server)
         assert server.infer(row(0.5)) == before
     finally:
         assert server.stop() == 0
@@ -129,9 +133,7 @@ def test_a_request_that_reaches_a_dead_worker_gets_503_and_the_worker_comes_back
         os.kill(_worker_of(server.proc.pid), signal.SIGKILL)
         code, answer = server.infer(row(0.5))  # straight into the dead pipe
         assert code == 503 and "killed by signal 9" in answer["error"]
-        deadline = time.monotonic() + 60
-        while server.request("/v2/health/ready")[0] != 200 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        _wait_ready(server)
         assert server.infer(row(0.5)) == before
     finally:
         assert server.stop() == 0

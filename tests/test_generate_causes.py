@@ -15,7 +15,7 @@ pytest.importorskip("transformers", reason="the generation tests build tiny GPT-
 
 import real_models  # noqa: E402
 from samebits.checker.generation import check_generation  # noqa: E402
-from samebits.checker.generation_causes import Site, rerun_module  # noqa: E402
+from samebits.checker.generation_site import Site, rerun_module  # noqa: E402
 from samebits.measure.invariance import format_groups  # noqa: E402
 
 HERE = Path(__file__).resolve().parent

@@ -26,7 +26,8 @@ from typing import Any
 
 import torch
 
-from samebits.checker.generation_causes import EXPLAIN, Ctx, Site, last_position_of_row, process_cause
+from samebits.checker.generation_causes import EXPLAIN, Ctx, process_cause
+from samebits.checker.generation_site import Site, last_position_of_row
 from samebits.checker.report import Cause
 from samebits.errors import UserError, first_line
 from samebits.exit_codes import exit_code
