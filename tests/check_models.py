@@ -267,3 +267,18 @@ class LongError(nn.Module):
 
 def long_error():
     return LongError(), _x()
+
+
+class GenerateRaises(nn.Module):
+    """A model whose generate() raises inside, as a config with an EOS id outside its vocabulary does."""
+
+    def forward(self, input_ids, attention_mask=None):
+        return input_ids.float()
+
+    def generate(self, **kwargs):
+        raise IndexError("index 50256 is out of bounds for dimension 0 with size 512")
+
+
+def generate_raises():
+    ids = torch.arange(1, 9).reshape(2, 4)
+    return GenerateRaises(), {"input_ids": ids, "attention_mask": torch.ones_like(ids)}

@@ -69,3 +69,18 @@ def test_a_long_message_from_another_library_is_cut_to_one_line_unless_verbose()
     assert len(line) < 320 and line.endswith("(--verbose shows the whole message)") and "THE END" not in line
     whole = run_cli("--verbose", "check", spec)
     assert whole.returncode == 2 and "THE END" in whole.stderr
+
+
+def test_serve_without_its_extra_is_one_line_before_any_work():
+    code = (
+        "import sys\n"
+        "sys.modules['fastapi'] = None  # as if the 'serve' extra were not installed\n"
+        "from samebits.cli.app import main\n"
+        "main(['serve', 'demo:mlp', '--port', '0'])\n"
+    )
+    result = run_python(code)
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "samebits: error: samebits serve needs the optional package 'fastapi', which is not installed; "
+        "pip install 'samebits[serve]'"
+    )  # one line, and no "calibrating" before it

@@ -52,3 +52,15 @@ def test_digests_agree_across_processes():
     assert first.returncode == 0, first.stderr
     g = torch.Generator().manual_seed(7)
     assert first.stdout.strip() == second.stdout.strip() == digest(torch.randn(64, 64, generator=g))
+
+
+def test_digest_takes_any_output_tree():
+    import samebits
+
+    t = torch.arange(4.0)
+    tree = {"a": (t, 3), "b": [t * 2]}
+    assert samebits.digest(tree) == samebits.digest({"a": (t.clone(), 3), "b": [t * 2]})
+    changed = samebits.digest({"a": (t, 4), "b": [t * 2]})  # a non-tensor leaf counts
+    moved = samebits.digest({"a": (t * 2, 3), "b": [t]})  # so does where each tensor sits
+    assert len({samebits.digest(tree), changed, moved}) == 3
+    assert samebits.digest(t) != samebits.digest((t,))

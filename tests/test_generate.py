@@ -216,3 +216,14 @@ def test_sampling_with_a_seed_repeats_and_differs_from_greedy_and_from_another_s
     assert json.loads(out.read_text())["sampling"] == {"seed": 5} and "sampled (seed 5)" in result.stdout
     bad = run_cli("check", "demo:mlp", "--sample")
     assert bad.returncode == 2 and "--sample goes with --generate" in bad.stderr
+
+
+def test_a_generate_that_raises_is_the_models_error_and_runtime_is_refused():
+    spec = f"{HERE / 'check_models.py'}:generate_raises"
+    result = run_cli("check", spec, "--generate", "2")
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == (
+        "samebits: error: the model's generate raised IndexError: index 50256 is out of bounds for dimension 0 with size 512"
+    )
+    refused = run_cli("check", "demo:mlp", "--generate", "2", "--runtime", "predictor")
+    assert refused.returncode == 2 and "--generate does not take --runtime" in refused.stderr

@@ -31,6 +31,16 @@ class MissingDependencyError(UserError):
         self.package = package
 
 
+def require(package: str, feature: str, extra: str) -> None:
+    """Raise :class:`MissingDependencyError` now, before any work, unless ``package`` imports."""
+    import importlib
+
+    try:
+        importlib.import_module(package)
+    except ImportError:
+        raise MissingDependencyError(package, feature, extra) from None
+
+
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 

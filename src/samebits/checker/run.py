@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from samebits.measure.model_state import model_given_back
 from samebits.checker.axes.batch import batch_axis
 from samebits.checker.axes.children import ChildAxes
 from samebits.checker.axes.in_process import repeat_axis, seed_axis, state_axis
@@ -133,64 +134,72 @@ def check(
     if isinstance(model_or_spec, str):
         say(f"loading {model_or_spec}")
     loaded = as_loaded(model_or_spec)
-    spec = spec_of(loaded)
-    model_inputs = inputs_for(loaded, inputs)
-    model, model_inputs = prepare(loaded.model, model_inputs, opts.device, opts.dtype)
-    hookable = loaded.hookable
-    predictor = None
-    if opts.runtime:
-        from samebits.runtime.as_model import parse_runtime, runtime_model
+    with model_given_back(loaded.model):
+        spec = spec_of(loaded)
+        model_inputs = inputs_for(loaded, inputs)
+        model, model_inputs = prepare(loaded.model, model_inputs, opts.device, opts.dtype)
+        hookable = loaded.hookable
+        predictor = None
+        if opts.runtime:
+            from samebits.runtime.as_model import parse_runtime, runtime_model
 
-        parse_runtime(opts.runtime)
-        say(f"building the {opts.runtime} runtime")
-        with isolate_rng(opts.device):
-            model = runtime_model(model, model_inputs, opts.runtime, max_batch_size=opts.max_batch_size)
-        predictor, hookable = model.predictor, False
-    ctx = CheckContext(model, model_inputs, opts, spec, hookable, say, predictor.model if predictor else None)
-    results: dict[str, AxisResult] = {}
-    with isolate_rng(opts.device), torch_env_kept(), model_state_kept(model) as reset, contextlib.ExitStack() as stack:
-        if predictor is not None:
-            stack.callback(predictor.close)
-        check_forward(model, model_inputs, need_tensor=True)
-        reset()
-        # Fresh interpreters only for what is fixed at start-up: the hash seed, and the thread
-        # count where set_num_threads cannot change it here. They start first and import torch
-        # and load the model while the in-process axes run.
-        in_children: list[str] = [a for a in ("process", "threads") if a in opts.axes]
-        if "threads" in in_children and in_process_reason(opts.runtime) is None:
-            in_children.remove("threads")
-        children = stack.enter_context(ChildAxes(ctx, in_children))
-        if in_children:
-            children.start()
-        for axis in [a for a in AXES if a in opts.axes and a in IN_PROCESS and a not in in_children]:
-            say(f"axis {axis}")
-            results[axis] = _safe(axis, IN_PROCESS[axis], ctx)
+            parse_runtime(opts.runtime)
+            say(f"building the {opts.runtime} runtime")
+            with isolate_rng(opts.device):
+                model = runtime_model(model, model_inputs, opts.runtime, max_batch_size=opts.max_batch_size)
+            predictor, hookable = model.predictor, False
+        ctx = CheckContext(model, model_inputs, opts, spec, hookable, say, predictor.model if predictor else None)
+        results: dict[str, AxisResult] = {}
+        with (
+            isolate_rng(opts.device),
+            torch_env_kept(),
+            model_state_kept(model) as reset,
+            contextlib.ExitStack() as stack,
+        ):
+            if predictor is not None:
+                stack.callback(predictor.close)
+            check_forward(model, model_inputs, need_tensor=True)
             reset()
-        results.update(children.finish())
-
-        def rerun(axis: str, condition: str) -> AxisResult:
-            say(f"re-running {axis} with {'model.eval()' if condition == 'eval' else 'samebits.deterministic()'}")
-            reset()
-            try:
-                if condition == "eval":
-                    eval_mode(model)
-                    return _safe(axis, IN_PROCESS[axis], ctx)
-                with deterministic(opts.seed, device=opts.device):
-                    return _safe(axis, IN_PROCESS[axis], ctx)
-            finally:
+            # Fresh interpreters only for what is fixed at start-up: the hash seed, and the thread
+            # count where set_num_threads cannot change it here. They start first and import torch
+            # and load the model while the in-process axes run.
+            in_children: list[str] = [a for a in ("process", "threads") if a in opts.axes]
+            if "threads" in in_children and in_process_reason(opts.runtime) is None:
+                in_children.remove("threads")
+            children = stack.enter_context(ChildAxes(ctx, in_children))
+            if in_children:
+                children.start()
+            for axis in [a for a in AXES if a in opts.axes and a in IN_PROCESS and a not in in_children]:
+                say(f"axis {axis}")
+                results[axis] = _safe(axis, IN_PROCESS[axis], ctx)
                 reset()
+            results.update(children.finish())
 
-        causes = diagnose(results, model, rerun)
-    ordered = [results[a] for a in AXES if a in results]
-    note = None if loaded.hookable else f"localisation is unavailable: hooks cannot see inside a {loaded.kind} model"
-    if opts.runtime:
-        note = f"ran through {opts.runtime}; localisation is unavailable there (hooks would see the Predictor's tiles, not these batches)"
-    return CheckReport(
-        loaded.spec,
-        describe_inputs(model_inputs),
-        ordered,
-        causes,
-        Fingerprint.capture().to_dict(),
-        note,
-        time.monotonic() - start,
-    )
+            def rerun(axis: str, condition: str) -> AxisResult:
+                say(f"re-running {axis} with {'model.eval()' if condition == 'eval' else 'samebits.deterministic()'}")
+                reset()
+                try:
+                    if condition == "eval":
+                        eval_mode(model)
+                        return _safe(axis, IN_PROCESS[axis], ctx)
+                    with deterministic(opts.seed, device=opts.device):
+                        return _safe(axis, IN_PROCESS[axis], ctx)
+                finally:
+                    reset()
+
+            causes = diagnose(results, model, rerun)
+        ordered = [results[a] for a in AXES if a in results]
+        note = (
+            None if loaded.hookable else f"localisation is unavailable: hooks cannot see inside a {loaded.kind} model"
+        )
+        if opts.runtime:
+            note = f"ran through {opts.runtime}; localisation is unavailable there (hooks would see the Predictor's tiles, not these batches)"
+        return CheckReport(
+            loaded.spec,
+            describe_inputs(model_inputs),
+            ordered,
+            causes,
+            Fingerprint.capture().to_dict(),
+            note,
+            time.monotonic() - start,
+        )

@@ -112,6 +112,11 @@ def check_command(
     if generate is not None:
         if out_dir or from_dir:
             raise UserError("--generate does not take --out or --from yet")
+        if runtime:
+            raise UserError(
+                "--generate does not take --runtime: Predictor.generate gives each prompt the bits it gets "
+                "alone by construction (docs/predictor.md); check --generate measures the model's own generate"
+            )
         check_html_path(html_path)
         typed_axes = getattr(ctx.get_parameter_source("axes"), "name", "DEFAULT") != "DEFAULT"
         _check_generation(

@@ -89,6 +89,10 @@ def serve_command(
     verified. /metrics serves Prometheus text; /docs the OpenAPI schema. SIGTERM drains the
     requests in flight and exits 0.
     """
+    from samebits.errors import require
+
+    for package in ("fastapi", "uvicorn"):
+        require(package, "samebits serve", "serve")
     from samebits.serve.server import build, serve
 
     options = ServeOptions(

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from samebits.measure.model_state import model_given_back
 from samebits.diagnosis.backends import BACKENDS, try_backends
 from samebits.diagnosis.options import DoctorOptions
 from samebits.diagnosis.report import DoctorFinding, DoctorReport, ProbeStatus
@@ -306,41 +307,42 @@ def doctor(
         raise UserError("device cuda was asked for, but CUDA is not available here")
     say = progress or (lambda message: None)
     loaded = as_loaded(model_or_spec)
-    spec = spec_of(loaded)
-    model_inputs = inputs_for(loaded, inputs)
-    loaded.model, model_inputs = prepare(loaded.model, model_inputs, device)
-    options = {
-        "device": device,
-        "iterations": iterations,
-        "memory_cap_mb": memory_cap_mb or default_memory_cap_mb(),
-        "batch": batch,
-        "backends": backends,
-        "timeout": timeout,
-        "budget": budget,
-    }
-    d = _Doctor(loaded, model_inputs, spec, options, say)
-    with torch_env_kept(), model_state_kept(loaded.model) as reset:
-        d.probe(
-            "training mode", d.training_mode
-        )  # module flags only: a model that cannot run in train mode still gets it
-        try:
-            check_forward(loaded.model, model_inputs)
-        except ForwardError as exc:
-            if not d.findings:
-                raise
-            d.probes.append(ProbeStatus("first forward", "error", str(exc), 0.0, {}))
-            return _report(loaded, model_inputs, d, device, start)
-        for name, fn in [
-            ("grad on outputs", d.grad),
-            ("memory growth", d.memory),
-            ("batching throughput", d.batching),
-            ("batch variance", d.batch_variance),
-            ("threads", d.threads),
-            ("backends", d.backends),
-        ]:
-            d.probe(name, fn)
-            reset()
-    return _report(loaded, model_inputs, d, device, start)
+    with model_given_back(loaded.model):
+        spec = spec_of(loaded)
+        model_inputs = inputs_for(loaded, inputs)
+        loaded.model, model_inputs = prepare(loaded.model, model_inputs, device)
+        options = {
+            "device": device,
+            "iterations": iterations,
+            "memory_cap_mb": memory_cap_mb or default_memory_cap_mb(),
+            "batch": batch,
+            "backends": backends,
+            "timeout": timeout,
+            "budget": budget,
+        }
+        d = _Doctor(loaded, model_inputs, spec, options, say)
+        with torch_env_kept(), model_state_kept(loaded.model) as reset:
+            d.probe(
+                "training mode", d.training_mode
+            )  # module flags only: a model that cannot run in train mode still gets it
+            try:
+                check_forward(loaded.model, model_inputs)
+            except ForwardError as exc:
+                if not d.findings:
+                    raise
+                d.probes.append(ProbeStatus("first forward", "error", str(exc), 0.0, {}))
+                return _report(loaded, model_inputs, d, device, start)
+            for name, fn in [
+                ("grad on outputs", d.grad),
+                ("memory growth", d.memory),
+                ("batching throughput", d.batching),
+                ("batch variance", d.batch_variance),
+                ("threads", d.threads),
+                ("backends", d.backends),
+            ]:
+                d.probe(name, fn)
+                reset()
+        return _report(loaded, model_inputs, d, device, start)
 
 
 def _report(loaded: LoadedModel, model_inputs: ModelInputs, d: _Doctor, device: str, start: float) -> DoctorReport:

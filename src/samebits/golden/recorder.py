@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from samebits.measure.model_state import model_given_back
 from samebits.golden.options import RecordOptions
 from samebits._version import __version__
 from samebits.errors import UserError
@@ -164,16 +165,17 @@ def record(
     if target.suffix != ".safetensors":
         raise UserError(f"a golden is a .safetensors file; got '{target.name}'")
     loaded = as_loaded(model_or_spec)
-    stored = spec_of(loaded)
-    spec = spec_relative_to(stored, target.parent) if stored else None
-    model_inputs = inputs_for(loaded, inputs)
-    profile = {"name": "deterministic" if deterministic else "none", "seed": seed, "threads": threads}
-    fingerprint = Fingerprint.capture().to_dict()  # before a runtime's profile changes the switches
-    with through_runtime(loaded, model_inputs, runtime) as subject:
-        header, tensors = build_golden(subject, model_inputs, profile, spec, fingerprint)
-    header["runtime"] = runtime
-    try:
-        write_golden(target, header, tensors, overwrite=force)
-    except FileExistsError:  # created meanwhile by another process
-        raise UserError(f"'{target}' exists; pass --force (force=True) to overwrite it") from None
-    return target
+    with model_given_back(loaded.model):
+        stored = spec_of(loaded)
+        spec = spec_relative_to(stored, target.parent) if stored else None
+        model_inputs = inputs_for(loaded, inputs)
+        profile = {"name": "deterministic" if deterministic else "none", "seed": seed, "threads": threads}
+        fingerprint = Fingerprint.capture().to_dict()  # before a runtime's profile changes the switches
+        with through_runtime(loaded, model_inputs, runtime) as subject:
+            header, tensors = build_golden(subject, model_inputs, profile, spec, fingerprint)
+        header["runtime"] = runtime
+        try:
+            write_golden(target, header, tensors, overwrite=force)
+        except FileExistsError:  # created meanwhile by another process
+            raise UserError(f"'{target}' exists; pass --force (force=True) to overwrite it") from None
+        return target

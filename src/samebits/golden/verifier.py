@@ -19,6 +19,7 @@ from samebits.models.target import as_loaded
 from samebits.measure.guard import ForwardError
 from samebits.measure.trace import ModuleCall, Trace, first_divergence
 from samebits.measure.layout import LAYOUTS, LayoutTried
+from samebits.measure.model_state import model_given_back
 from samebits.tensors.compare import Comparison, compare_trees, worst_verdict
 from samebits.tensors.tree import flatten
 from samebits.exit_codes import exit_code
@@ -110,7 +111,10 @@ def verify(
     loaded = _model_for(golden, golden_path, model_or_spec, announce or (lambda message: None))
     try:
         algorithm = golden.header.get("digest", "sha256")
-        with through_runtime(loaded, golden.inputs(), golden.header.get("runtime")) as subject:
+        with (
+            model_given_back(loaded.model),
+            through_runtime(loaded, golden.inputs(), golden.header.get("runtime")) as subject,
+        ):
             output, trace = run_profiled(subject.model, golden.inputs(), golden.header["profile"], algorithm)
             layouts = _layouts(golden, subject.model, policy.compare) if layout else []
     except ForwardError as exc:

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 import torch
 
-from samebits.errors import UserError, user_code
+from samebits.errors import UserError, first_line, user_code
 
 
 def special_token(model: Any, name: str) -> Any:
@@ -81,6 +81,20 @@ def attention(model: Any, implementation: str | None) -> Iterator[None]:
         model.set_attn_implementation(current)
 
 
+class GenerateError(UserError):
+    """The model's ``generate`` raised (its own error: exit 2, not samebits' bug)."""
+
+
+@contextlib.contextmanager
+def _blamed() -> Iterator[None]:
+    try:
+        yield
+    except UserError:
+        raise
+    except Exception as exc:
+        raise GenerateError(f"the model's generate raised {first_line(exc, with_type=True)}") from exc
+
+
 def run_generate(
     model: Any,
     ids: torch.Tensor,
@@ -97,7 +111,7 @@ def run_generate(
     ``seed``: sampled, torch's RNG seeded with it first (the caller's RNG left as it was), else
     greedy."""
     device = next((t.device for t in getattr(model, "parameters", lambda: iter(()))()), torch.device("cpu"))
-    with torch.inference_mode(), torch.random.fork_rng(devices=[]), user_code("the model's generate"):
+    with torch.inference_mode(), torch.random.fork_rng(devices=[]), user_code("the model's generate"), _blamed():
         if seed is not None:
             torch.manual_seed(seed)
         out = model.generate(

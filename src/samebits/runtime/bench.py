@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from samebits.measure.model_state import model_given_back
 from samebits.limits import batch_rows
 from samebits.runtime.options import BenchOptions
 from samebits.models import LoadedModel, ModelInputs
@@ -87,116 +88,119 @@ def bench(
     start = time.monotonic()
     say = progress or (lambda message: None)
     loaded = as_loaded(model_or_spec)
-    example = inputs_for(loaded, inputs)
-    unknown = [b for b in backends if b not in (*BACKENDS, "auto")]
-    if unknown or not backends:
-        raise UserError(
-            f"unknown backend {', '.join(unknown) or '(none given)'}; choose from {', '.join(BACKENDS)} or auto"
-        )
-    if rounds < 1 or budget <= 0 or not batch_sizes or min(batch_sizes) < 1:
-        raise UserError("rounds must be >= 1, budget > 0 and batch sizes positive")
-    if batch_size_of(example) is None:
-        raise UserError("bench needs example inputs with a batch dimension (dim 0)")
-    cap = batch_rows(max_batch_size or max(batch_sizes), "max_batch_size")
-    model = eval_mode(loaded.model)
-    check_forward(model, example, need_tensor=True)
-    sample = take_sample(example, 0)
-    try:
-        check_forward(model, sample)
-    except ForwardError as exc:
-        raise UserError(
-            f"{exc} on one sample (row 0 of the example as a batch of 1); bench needs inputs whose dim 0 is the batch"
-        ) from None
-    gen = torch.Generator().manual_seed(0)
-    pool = [sample] + [random_neighbour(sample, gen) for _ in range(max(batch_sizes) - 1)]
-    with torch.inference_mode():
-        reference = [s.call(model) for s in pool]
-    predictors: dict[str, Any] = {}
-    kinds: dict[str, tuple[str, bool]] = {}  # label -> (backend, invariant): never parsed back from the label
-    skipped: list[str] = []
-    for backend in backends:
-        for invariant in (True, False):
-            name = f"predictor:{backend}" + ("" if invariant else " (variant)")
-            kinds[name] = (backend, invariant)
-            say(f"building {name}")
-            try:
-                predictors[name] = Predictor(
-                    model,
-                    backend=backend,
-                    invariant=invariant,
-                    example_inputs=example,
-                    deterministic=False,
-                    cache_dir=cache_dir,
-                    max_batch_size=cap,
-                )
-            except (BackendUnavailable, UserError) as exc:
-                skipped.append(f"{name}: {exc}")
-    rows: list[BenchRow] = []
-    with torch.inference_mode():
-        loop_times = interleaved_times(
-            {"loop": lambda: [s.call(model) for s in pool[: max(batch_sizes)]]}, max(3, rounds // 4), budget
-        )["loop"]
-    loop_rate = max(batch_sizes) / statistics.median(loop_times)
-    rows.append(
-        BenchRow(
-            "per-sample loop",
-            1,
-            loop_rate,
-            statistics.median(loop_times) / max(batch_sizes) * 1e3,
-            _percentile(loop_times, 0.99) / max(batch_sizes) * 1e3,
-            True,
-            True,
-            1.0,
-        )
-    )
-    with torch.inference_mode():
-        alone = {"eager": reference, **{name: [p.predict(s) for s in pool] for name, p in predictors.items()}}
-    for n in batch_sizes:
-        say(f"batch {n}")
-        batch = concat_batches(pool[:n])
-
-        def eager() -> Any:
-            with torch.inference_mode():
-                return batch.call(model)
-
-        fns: dict[str, Callable[[], Any]] = {"eager": eager}
-        fns.update({name: functools.partial(p.predict, batch) for name, p in predictors.items()})
-        times = interleaved_times(fns, rounds, budget)
-        for name, fn in fns.items():
-            out = fn()
-            same_loop = all(compare(output_row(out, i, n), output_row(reference[i], 0, 1)).identical for i in range(n))
-            same_alone = all(
-                compare(output_row(out, i, n), output_row(alone[name][i], 0, 1)).identical for i in range(n)
+    with model_given_back(loaded.model):
+        example = inputs_for(loaded, inputs)
+        unknown = [b for b in backends if b not in (*BACKENDS, "auto")]
+        if unknown or not backends:
+            raise UserError(
+                f"unknown backend {', '.join(unknown) or '(none given)'}; choose from {', '.join(BACKENDS)} or auto"
             )
-            median = statistics.median(times[name])
-            rows.append(
-                BenchRow(
-                    name,
-                    n,
-                    n / median,
-                    median * 1e3,
-                    _percentile(times[name], 0.99) * 1e3,
-                    same_loop,
-                    same_alone,
-                    (n / median) / loop_rate,
-                    backend=kinds.get(name, (None, False))[0],
-                    invariant=kinds.get(name, (None, False))[1],
-                )
+        if rounds < 1 or budget <= 0 or not batch_sizes or min(batch_sizes) < 1:
+            raise UserError("rounds must be >= 1, budget > 0 and batch sizes positive")
+        if batch_size_of(example) is None:
+            raise UserError("bench needs example inputs with a batch dimension (dim 0)")
+        cap = batch_rows(max_batch_size or max(batch_sizes), "max_batch_size")
+        model = eval_mode(loaded.model)
+        check_forward(model, example, need_tensor=True)
+        sample = take_sample(example, 0)
+        try:
+            check_forward(model, sample)
+        except ForwardError as exc:
+            raise UserError(
+                f"{exc} on one sample (row 0 of the example as a batch of 1); bench needs inputs whose dim 0 is the batch"
+            ) from None
+        gen = torch.Generator().manual_seed(0)
+        pool = [sample] + [random_neighbour(sample, gen) for _ in range(max(batch_sizes) - 1)]
+        with torch.inference_mode():
+            reference = [s.call(model) for s in pool]
+        predictors: dict[str, Any] = {}
+        kinds: dict[str, tuple[str, bool]] = {}  # label -> (backend, invariant): never parsed back from the label
+        skipped: list[str] = []
+        for backend in backends:
+            for invariant in (True, False):
+                name = f"predictor:{backend}" + ("" if invariant else " (variant)")
+                kinds[name] = (backend, invariant)
+                say(f"building {name}")
+                try:
+                    predictors[name] = Predictor(
+                        model,
+                        backend=backend,
+                        invariant=invariant,
+                        example_inputs=example,
+                        deterministic=False,
+                        cache_dir=cache_dir,
+                        max_batch_size=cap,
+                    )
+                except (BackendUnavailable, UserError) as exc:
+                    skipped.append(f"{name}: {exc}")
+        rows: list[BenchRow] = []
+        with torch.inference_mode():
+            loop_times = interleaved_times(
+                {"loop": lambda: [s.call(model) for s in pool[: max(batch_sizes)]]}, max(3, rounds // 4), budget
+            )["loop"]
+        loop_rate = max(batch_sizes) / statistics.median(loop_times)
+        rows.append(
+            BenchRow(
+                "per-sample loop",
+                1,
+                loop_rate,
+                statistics.median(loop_times) / max(batch_sizes) * 1e3,
+                _percentile(loop_times, 0.99) / max(batch_sizes) * 1e3,
+                True,
+                True,
+                1.0,
             )
-    if memory:
-        _peaks(loaded, example, rows, cache_dir, cap, say)
-    largest = max(batch_sizes)
-    rate = {(r.config, r.batch): r.samples_per_s for r in rows}
-    cost = {
-        b: round(rate[(f"predictor:{b}", largest)] / rate[(f"predictor:{b} (variant)", largest)], 3)
-        for b in backends
-        if (f"predictor:{b}", largest) in rate and (f"predictor:{b} (variant)", largest) in rate
-    }
-    for p in predictors.values():
-        p.close()
-    verified = {name: list(p.plan.sizes) for name, p in predictors.items() if p.plan.scheme != "off"}
-    plans = {name: p.auto.describe() for name, p in predictors.items() if p.auto is not None}
-    return BenchReport(loaded.spec, rows, cost, verified, skipped, round(time.monotonic() - start, 2), plans=plans)
+        )
+        with torch.inference_mode():
+            alone = {"eager": reference, **{name: [p.predict(s) for s in pool] for name, p in predictors.items()}}
+        for n in batch_sizes:
+            say(f"batch {n}")
+            batch = concat_batches(pool[:n])
+
+            def eager() -> Any:
+                with torch.inference_mode():
+                    return batch.call(model)
+
+            fns: dict[str, Callable[[], Any]] = {"eager": eager}
+            fns.update({name: functools.partial(p.predict, batch) for name, p in predictors.items()})
+            times = interleaved_times(fns, rounds, budget)
+            for name, fn in fns.items():
+                out = fn()
+                same_loop = all(
+                    compare(output_row(out, i, n), output_row(reference[i], 0, 1)).identical for i in range(n)
+                )
+                same_alone = all(
+                    compare(output_row(out, i, n), output_row(alone[name][i], 0, 1)).identical for i in range(n)
+                )
+                median = statistics.median(times[name])
+                rows.append(
+                    BenchRow(
+                        name,
+                        n,
+                        n / median,
+                        median * 1e3,
+                        _percentile(times[name], 0.99) * 1e3,
+                        same_loop,
+                        same_alone,
+                        (n / median) / loop_rate,
+                        backend=kinds.get(name, (None, False))[0],
+                        invariant=kinds.get(name, (None, False))[1],
+                    )
+                )
+        if memory:
+            _peaks(loaded, example, rows, cache_dir, cap, say)
+        largest = max(batch_sizes)
+        rate = {(r.config, r.batch): r.samples_per_s for r in rows}
+        cost = {
+            b: round(rate[(f"predictor:{b}", largest)] / rate[(f"predictor:{b} (variant)", largest)], 3)
+            for b in backends
+            if (f"predictor:{b}", largest) in rate and (f"predictor:{b} (variant)", largest) in rate
+        }
+        for p in predictors.values():
+            p.close()
+        verified = {name: list(p.plan.sizes) for name, p in predictors.items() if p.plan.scheme != "off"}
+        plans = {name: p.auto.describe() for name, p in predictors.items() if p.auto is not None}
+        return BenchReport(loaded.spec, rows, cost, verified, skipped, round(time.monotonic() - start, 2), plans=plans)
 
 
 def _peaks(

@@ -38,6 +38,7 @@ from samebits.measure.batching import (
 )
 from samebits.measure.invariance import coupled_rows
 from samebits.measure.prepare import prepare
+from samebits.measure.model_state import evaluating, hold
 from samebits.determinism.shared import acquire_profile, release_profile
 from samebits.runtime.invariance import (
     Invariance,
@@ -113,6 +114,13 @@ class Predictor:
         self._lock = threading.RLock()
         self._generators: dict[tuple[int, int, str | None], TileGenerator] = {}
         self._release: weakref.finalize[[], Predictor] | None = None
+        # the caller's model, given back as it was at close() or garbage collection
+        self._give_back: weakref.finalize[[], Predictor] | None = None
+        self._moved = self._closed = False
+        state = None
+        if isinstance(model, nn.Module):
+            state, release = hold(model)
+            self._give_back = weakref.finalize(self, release)
         if deterministic:
             acquire_profile(seed, device)
             self._release = weakref.finalize(self, release_profile)  # also when collected unclosed
@@ -123,6 +131,8 @@ class Predictor:
             self.model, self._example = prepare(model, example, device, dtype)
             if isinstance(self.model, nn.Module):
                 eval_mode(self.model).requires_grad_(False)
+            self._moved = state.settle() if state is not None else False
+            self._modules = list(self.model.modules()) if isinstance(self.model, nn.Module) else []
             # Export once with a dynamic batch dim where it can work: not for a list input (images),
             # whose length torch.export cannot make dynamic; those get one file per batch size.
             dynamic = backend == "onnxruntime" and not any(
@@ -312,7 +322,7 @@ class Predictor:
         cutting: ``batch`` has that size already)."""
         if self.members:
             return self.members[self._backend_at(size)].run_at(batch, size)
-        with torch.inference_mode():
+        with torch.inference_mode(), evaluating(self._modules):  # eval even after the model was given back
             return batch.call(self._runners.at(size))
 
     def _backend_at(self, size: int | None) -> str:
@@ -326,6 +336,7 @@ class Predictor:
         return by_size[min(above)] if above else by_size[max(by_size)]
 
     def _forward(self, batch: ModelInputs) -> Any:
+        self._still_placed()
         n = batch_size_of(batch)
         if n is None:
             if self.invariance.scheme not in ("off", "whole"):
@@ -407,7 +418,9 @@ class Predictor:
         key = (tile, bucket, attention)
         if key not in self._generators:
             self._generators[key] = TileGenerator(self.model, tile, bucket, self._lock, attention)
-        return self._generators[key].generate(prompt_list(prompts), max_new_tokens, return_scores, check)
+        self._still_placed()
+        with evaluating(self._modules):
+            return self._generators[key].generate(prompt_list(prompts), max_new_tokens, return_scores, check)
 
     def _batch_of(self, samples: list[ModelInputs]) -> ModelInputs:
         """Samples without a batch dim (list models: single images) as one batch."""
@@ -441,9 +454,20 @@ class Predictor:
 
     # -- lifetime ----------------------------------------------------------------------------
     def close(self) -> None:
-        """End the determinism profile (restoring every switch); the predictor can still run."""
+        """End the determinism profile (restoring every switch) and give the model back as it was
+        (training flags, ``requires_grad``, device, dtype). The predictor can still run (in eval
+        mode), unless it had moved the model to another device or dtype."""
         if self._release is not None:
             self._release()  # runs once: later calls do nothing
+        if self._give_back is not None:
+            self._give_back()
+        self._closed = True
+
+    def _still_placed(self) -> None:
+        if self._closed and self._moved:
+            raise UserError(
+                "this Predictor was closed and gave its model back on its own device and dtype; create a new one"
+            )
 
     def __enter__(self) -> Predictor:
         return self

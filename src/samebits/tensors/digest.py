@@ -87,9 +87,17 @@ def tensor_bytes(t: torch.Tensor) -> memoryview:
     return c.reshape(-1).view(torch.uint8).numpy().data
 
 
-def digest(t: torch.Tensor, algorithm: Algorithm = FILE_DIGEST) -> str:
-    """A hash of dtype, shape and the tensor's exact bytes; -0.0 and 0.0 differ, NaNs do not."""
+def digest(t: Any, algorithm: Algorithm = FILE_DIGEST) -> str:
+    """A hash of a tensor's dtype, shape and exact bytes (-0.0 and 0.0 differ, NaNs do not); of
+    any other output (a dict, tuple, ``ModelOutput``, ...), one hash over its paths and its leaves'
+    digests (:func:`digest_tree` gives them path by path)."""
     h = hasher(algorithm)
+    if not isinstance(t, torch.Tensor):
+        from samebits.tensors.tree import flatten
+
+        for path, leaf in flatten(t).items():
+            h.update(f"{path}={leaf_digest(leaf, algorithm)};".encode())
+        return h.hexdigest()
     h.update(f"{t.dtype}|{tuple(t.shape)}|".encode())
     h.update(tensor_bytes(t))
     return h.hexdigest()
