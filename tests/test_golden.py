@@ -9,6 +9,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
+import samebits
 from samebits.golden import read_golden, record, verify
 from samebits.golden.format import GoldenError
 from samebits.errors import UserError
@@ -202,3 +203,21 @@ def test_a_golden_recorded_through_the_predictor_verifies_through_it(tmp_path):
     assert report.policy == "exact" and all(c.verdict == "identical" for c in report.items)
     with pytest.raises(UserError, match="unknown runtime"):
         record("demo:mlp", tmp_path / "bad.safetensors", runtime="nope")
+
+
+def test_verify_says_the_weights_changed_and_which(tmp_path):
+    """The fingerprint matches and the bits differ: the golden's weights digests name the tensor
+    that changed before any module is blamed."""
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2)).eval()
+    x = torch.randn(3, 8)
+    golden = samebits.record(model, tmp_path / "g.safetensors", x)
+    same = samebits.verify(golden, model)
+    assert same.ok and same.weights_changed == []
+    with torch.no_grad():
+        model[2].weight[0, 0] += 1e-3  # one weight nudged
+    report = samebits.verify(golden, model)
+    assert not report.ok and report.weights_changed == ["2.weight"]
+    data = report.to_dict()
+    assert data["weights_changed"] == ["2.weight"]

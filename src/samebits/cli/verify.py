@@ -92,6 +92,11 @@ def verify_command(
             f"[{STYLE[report.verdict]}]{report.verdict}[/]: {len(bad)} of {len(report.items)} outputs differ from {escape(report.golden)} (recorded {when})"
         )
     console.print(f"comparison: {report.policy} ({escape(report.policy_reason)})")
+    if report.weights_changed:
+        names = ", ".join(report.weights_changed[:8]) + (" ..." if len(report.weights_changed) > 8 else "")
+        console.print(
+            f"[bold]the weights changed since recording[/bold]: {len(report.weights_changed)} tensors ({escape(names)})"
+        )
     if bad:
         table = Table("output", "verdict", box=None)
         for c in report.items:

@@ -112,6 +112,7 @@ _HEADER_TYPES: dict[str, type | tuple[type, ...]] = {
     "profile": dict,
     "trace": list,
     "runtime": (str, type(None)),
+    "weights": dict,
 }
 
 

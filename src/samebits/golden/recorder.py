@@ -18,7 +18,7 @@ from samebits.fingerprint import Fingerprint
 from samebits.golden.format import SCHEMA_VERSION, inputs_skeleton, tensor_name, write_golden
 from samebits.models import LoadedModel, ModelInputs
 from samebits.models.target import as_loaded, inputs_for, spec_of
-from samebits.tensors.digest import FILE_DIGEST, Algorithm, digest_tree
+from samebits.tensors.digest import FILE_DIGEST, Algorithm, digest_tree, weights_digests
 from samebits.tensors.tree import flatten
 
 _FILE_SUFFIXES = (".py", ".pt", ".pth", ".ts", ".jit", ".pt2", ".onnx")
@@ -171,8 +171,10 @@ def record(
         model_inputs = inputs_for(loaded, inputs)
         profile = {"name": "deterministic" if deterministic else "none", "seed": seed, "threads": threads}
         fingerprint = Fingerprint.capture().to_dict()  # before a runtime's profile changes the switches
+        weights = weights_digests(loaded.model, FILE_DIGEST)  # before a forward moves a buffer
         with through_runtime(loaded, model_inputs, runtime) as subject:
             header, tensors = build_golden(subject, model_inputs, profile, spec, fingerprint)
+        header["weights"] = weights  # verify names the tensors that changed
         header["runtime"] = runtime
         try:
             write_golden(target, header, tensors, overwrite=force)

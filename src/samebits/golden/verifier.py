@@ -21,6 +21,7 @@ from samebits.measure.trace import ModuleCall, Trace, first_divergence
 from samebits.measure.layout import LAYOUTS, LayoutTried
 from samebits.measure.model_state import model_given_back
 from samebits.tensors.compare import Comparison, compare_trees, worst_verdict
+from samebits.tensors.digest import weights_changed
 from samebits.tensors.tree import flatten
 from samebits.exit_codes import exit_code
 
@@ -39,6 +40,7 @@ class VerifyReport:
     recorded: dict[str, Any] = dataclasses.field(default_factory=dict)  # samebits version, created
     schema_version: int = SCHEMA_VERSION
     layouts: list[LayoutTried] = dataclasses.field(default_factory=list)  # with layout=True: each against the golden
+    weights_changed: list[str] | None = None  # parameters and buffers whose bits changed (None: not known)
 
     @property
     def verdict(self) -> str:
@@ -54,7 +56,8 @@ class VerifyReport:
         return exit_code(found=not self.ok)
 
     def likely_causes(self) -> list[str]:
-        """``"cpu.capability AVX512 -> AVX2: CPU capability: ..."`` for each bit-relevant change."""
+        """``"cpu.capability AVX512 -> AVX2: CPU capability: ..."`` for each bit-relevant change of
+        the machine (changed weights are ``weights_changed``)."""
         return [
             f"{c['field']} {c['old']} -> {c['new']}: {c['note']}" for c in self.fingerprint_changes if c["affects_bits"]
         ]
@@ -109,6 +112,7 @@ def verify(
     changes, unreadable = bit_relevant_changes(golden.header["fingerprint"], Fingerprint.capture())
     policy = choose_policy(changes, unreadable, exact=exact, atol=atol, rtol=rtol)
     loaded = _model_for(golden, golden_path, model_or_spec, announce or (lambda message: None))
+    recorded_weights = golden.header.get("weights")
     try:
         algorithm = golden.header.get("digest", "sha256")
         with (
@@ -145,6 +149,7 @@ def verify(
         first,
         {k: golden.header.get(k) for k in ("samebits", "created", "model")},
         layouts=layouts,
+        weights_changed=weights_changed(recorded_weights, loaded.model, "sha256") if recorded_weights else None,
     )
 
 

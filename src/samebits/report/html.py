@@ -168,6 +168,11 @@ def _verify(d: dict[str, Any]) -> str:
         "<h2>Per output path</h2>",
         _table(["path", "verdict", "dtype", "shape", "differing", "max abs", "max ULP"], items, {4, 5, 6}),
     ]
+    if d.get("weights_changed"):
+        names = ", ".join(d["weights_changed"])
+        parts.append(
+            f"<p><b>the weights changed since recording</b>: {len(d['weights_changed'])} tensors ({_e(names)})</p>"
+        )
     if d.get("first_module"):
         parts.append(f"<p>first changed module: <code>{_e(d['first_module'])}</code></p>")
     if d.get("layouts"):

@@ -31,12 +31,11 @@ def default_cache_dir() -> Path:
 
 def weights_digest(model: Any) -> str:
     """sha256 over every parameter and buffer (names, dtypes, shapes, exact bits)."""
-    from samebits.tensors.digest import digest
+    from samebits.tensors.digest import weights_digests
 
     h = hashlib.sha256()
-    if isinstance(model, torch.nn.Module):
-        for name, t in list(model.named_parameters()) + list(model.named_buffers()):
-            h.update(f"{name}={digest(t)};".encode())
+    for name, d in weights_digests(model).items():
+        h.update(f"{name}={d};".encode())
     return h.hexdigest()
 
 
