@@ -168,7 +168,7 @@ def test_cli_record_and_verify(tmp_path):
     assert refused.returncode == 2 and "pass the MODEL on the command line" in refused.stderr
     verified = run_cli("verify", str(path), spec("make"), "--json", str(out))
     assert verified.returncode == 0, verified.stderr
-    assert verified.stderr == ""  # the "importing MODEL" line is for terminals only
+    assert verified.stderr == f"samebits: wrote {out}\n"  # the "importing MODEL" line is for terminals only
     assert json.loads(out.read_text())["model"].endswith("golden_models.py:make")
     data = json.loads(out.read_text())
     schema = json.loads(resources.files("samebits").joinpath("schemas/verify.schema.json").read_text())

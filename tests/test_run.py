@@ -75,6 +75,7 @@ def test_deterministic_script(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["True 1 __main__ ['--batch', '8']", "True"]
+    assert result.stderr == ""  # what it set is listed only with -v (docs/determinism.md)
 
 
 def test_deterministic_module_and_code(tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +30,18 @@ def write_json(data: dict[str, Any], json_path: str | None) -> None:
     path = Path(json_path)
     if path.is_dir():
         raise UserError(f"--json {json_path} is a directory; give a file path")
+    from samebits.files import atomic_write
+
     try:
-        path.write_text(text)
+        atomic_write(path, lambda tmp: tmp.write_text(text))
     except OSError as exc:
         raise UserError(f"cannot write --json {json_path}: {exc.strerror}") from None
+    wrote(path)
+
+
+def wrote(path: Path) -> None:
+    """Say on stderr where a file was written (stdout stays the report)."""
+    print(f"samebits: wrote {path}", file=sys.stderr)
 
 
 def check_html_path(html_path: str | None) -> None:
@@ -58,6 +67,7 @@ def write_html(data: dict[str, Any], html_path: str | None) -> None:
         atomic_write(Path(html_path), lambda tmp: tmp.write_text(page, encoding="utf-8"))
     except OSError as exc:
         raise UserError(f"cannot write --html {html_path}: {exc.strerror}") from None
+    wrote(Path(html_path))
 
 
 SHORT_TEXT = 12  # a text column no wider than this is kept whole (axis names, verdicts)

@@ -42,9 +42,9 @@ def run_command(
     argv, note = build_command(cmd, seed=seed, threads=threads, deterministic=deterministic)
     if note:
         notes.append(note)
-    if verbose or (note and deterministic):
-        for line in notes:
-            print(f"samebits run: {line}", file=sys.stderr)
+    unapplied = deterministic and argv == cmd  # --deterministic could not wrap CMD: always said
+    for line in notes if verbose else [note] if note and unapplied else []:  # -v: everything it set
+        print(f"samebits run: {line}", file=sys.stderr)
     sys.stderr.flush()
     sys.stdout.flush()
     raise typer.Exit(exec_command(argv, env))

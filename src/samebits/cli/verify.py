@@ -29,7 +29,8 @@ def _verify_predictions(out_dir: str, model: Optional[str], shards: int) -> int:
         for change in report.changes[:5]:
             typer.echo(f"  likely cause: {change['field']} {change['old']} -> {change['new']}")
     typer.echo(
-        f"{'identical' if report.identical else 'diverged'}: {len(report.checked)} shards of {out_dir} recomputed"
+        f"{'identical' if report.identical else 'diverged'}: {len(report.checked)} "
+        f"shard{'' if len(report.checked) == 1 else 's'} of {out_dir} recomputed"
     )
     return report.exit_code
 
