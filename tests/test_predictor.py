@@ -361,3 +361,27 @@ def test_predict_refuses_a_model_whose_rows_are_coupled_in_one_line(tmp_path):
     spec = f"{Path(__file__).with_name('check_models.py')}:self_similarity"
     out = run_cli("predict", spec, str(tmp_path / "images.npy"), "-o", str(tmp_path / "o"))
     assert out.returncode == 2 and "cuts the inputs into batches" in out.stderr.strip().splitlines()[-1]
+
+
+def _cnn():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(8 * 6 * 6, 10)
+    )
+
+
+def test_a_predictor_without_example_inputs_calibrates_on_its_first_batch(cache):
+    """``samebits.Predictor(model)`` as the README and SB251's fix write it: no example inputs."""
+    samples = [torch.randn(3, 8, 8, generator=torch.Generator().manual_seed(i)) for i in range(11)]
+    batch = torch.stack(samples)
+    with samebits.Predictor(_cnn(), example_inputs=batch[:4], cache_dir=cache, max_batch_size=8) as given:
+        want_map, want_batch = list(given.map(samples)), given.predict(batch)
+    with pytest.warns(UserWarning, match="calibrates on the first batch"):
+        with samebits.Predictor(_cnn(), cache_dir=cache, max_batch_size=8) as lazy:
+            got_map = list(lazy.map(samples))
+    assert all(torch.equal(a, b) for a, b in zip(got_map, want_map)) and len(got_map) == 11
+    assert lazy.plan.sizes  # calibrated, with a plan, after the first batch
+    with pytest.warns(UserWarning):
+        with samebits.Predictor(_cnn(), cache_dir=cache, max_batch_size=8) as lazy:
+            assert torch.equal(lazy.predict(batch), want_batch)
+            assert torch.equal(lazy.predict_one(samples[3]), want_map[3])

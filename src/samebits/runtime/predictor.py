@@ -104,11 +104,8 @@ class Predictor:
             batch_rows(tile, "tile")
         loaded = as_loaded(model_or_spec)
         model = loaded.model
-        example = inputs_for(
-            loaded,
-            example_inputs,
-            hint="the Predictor needs example inputs (example_inputs=...) to calibrate and validate",
-        )
+        given = example_inputs is not None or loaded.example_inputs is not None
+        example = inputs_for(loaded, example_inputs) if given else None
         self.device, self.backend, self.seed, self.dtype = device, backend, seed, dtype
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self._lock = threading.RLock()
@@ -117,21 +114,33 @@ class Predictor:
         # the caller's model, given back as it was at close() or garbage collection
         self._give_back: weakref.finalize[[], Predictor] | None = None
         self._moved = self._closed = False
-        state = None
+        self._state = None
         if isinstance(model, nn.Module):
-            state, release = hold(model)
+            self._state, release = hold(model)
             self._give_back = weakref.finalize(self, release)
         if deterministic:
             acquire_profile(seed, device)
             self._release = weakref.finalize(self, release_profile)  # also when collected unclosed
+        self._given_model = model
+        self._settings = (max_batch_size, invariant, tile, calibration_budget, memory_budget_mb)
+        self._auto_settings = (auto_backends, allow_backend_drift)
+        self._ready = False
+        if example is not None:
+            self._setup(example)
+
+    def _setup(self, example: ModelInputs) -> None:
+        """Prepare the model, calibrate and validate on ``example`` (at creation, or on the first
+        batch where no example inputs were given)."""
+        max_batch_size, invariant, tile, calibration_budget, memory_budget_mb = self._settings
+        backend, device = self.backend, self.device
         try:
             from samebits.fingerprint import Fingerprint
 
             self.fingerprint: dict[str, Any] = Fingerprint.capture().to_dict()
-            self.model, self._example = prepare(model, example, device, dtype)
+            self.model, self._example = prepare(self._given_model, example, device, self.dtype)
             if isinstance(self.model, nn.Module):
                 eval_mode(self.model).requires_grad_(False)
-            self._moved = state.settle() if state is not None else False
+            self._moved = self._state.settle() if self._state is not None else False
             self._modules = list(self.model.modules()) if isinstance(self.model, nn.Module) else []
             # Export once with a dynamic batch dim where it can work: not for a list input (images),
             # whose length torch.export cannot make dynamic; those get one file per batch size.
@@ -152,7 +161,7 @@ class Predictor:
             self.members: dict[str, Predictor] = {}  # backend="auto": one Predictor per backend it runs
             self.auto: AutoPlan | None = None
             if backend == "auto":
-                self._auto(calibration_budget, auto_backends, allow_backend_drift)
+                self._auto(calibration_budget, *self._auto_settings)
             else:
                 self.invariance = self._invariance(invariant, tile, calibration_budget)
                 self.notes += self.invariance.notes()
@@ -166,9 +175,22 @@ class Predictor:
                 backend_by_size=self.auto.backend_by_size if self.auto else {},
                 notes=tuple(self.notes),
             )
+            self._ready = True
         except BaseException:
             self.close()  # a failed setup leaves no profile behind
             raise
+
+    def _set_up_on(self, batch: ModelInputs) -> None:
+        """No example inputs were given: calibrate on this first batch, saying so once."""
+        with self._lock:
+            if self._ready:
+                return
+            warnings.warn(
+                "samebits.Predictor: no example inputs were given, so it calibrates on the first batch it "
+                "runs (pass example_inputs=... to calibrate at creation)",
+                stacklevel=3,
+            )
+            self._setup(batch)
 
     # -- setup -------------------------------------------------------------------------------
     @property
@@ -382,11 +404,17 @@ class Predictor:
 
     def predict(self, batch: Any) -> Any:
         """Outputs for a batch (inputs as the model takes them, batch dim 0), on the CPU."""
-        return self._forward(self._prepare(batch))
+        prepared = self._prepare(batch)
+        if not self._ready:
+            self._set_up_on(prepared)
+        return self._forward(prepared)
 
     def predict_one(self, sample: Any) -> Any:
         """The output for one sample (no batch dimension), without a batch dimension."""
-        return output_row(self._forward(self._batch_of([self._prepare(sample)])), 0, 1)
+        prepared = self._prepare(sample)
+        if not self._ready:
+            self._set_up_on(one_row(prepared))
+        return output_row(self._forward(self._batch_of([prepared])), 0, 1)
 
     def generate(
         self,
@@ -410,6 +438,8 @@ class Predictor:
         :class:`~samebits.runtime.generate.Generation` per prompt, in order."""
         from samebits.runtime.generate import TileGenerator, prompt_list
 
+        if not self._ready:
+            raise UserError("generate() needs the Predictor calibrated: pass example_inputs=... when creating it")
         if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
             raise UserError(f"max_new_tokens must be an integer >= 1, not {max_new_tokens!r}")
         if not isinstance(bucket, int) or bucket < 1 or (tile is not None and (not isinstance(tile, int) or tile < 1)):
@@ -430,6 +460,13 @@ class Predictor:
         """Outputs for every sample (no batch dim each), in input order, batched ``batch_size``
         at a time (default: the largest verified size); the last partial batch is handled. Not for
         a model whose rows are coupled by design: how the samples were grouped would change them."""
+        samples = iter(samples)
+        if not self._ready:
+            first = next(samples, None)
+            if first is None:
+                return
+            self._set_up_on(one_row(self._prepare(first)))
+            samples = itertools.chain([first], samples)
         if self.invariance.scheme == "whole":
             raise UserError(
                 f"map() groups samples into batches, which changes this model's outputs: {self.invariance.measured['coupled']}; call predict() on the batches you mean"
@@ -474,3 +511,12 @@ class Predictor:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def one_row(sample: ModelInputs) -> ModelInputs:
+    """A batch of one from a sample without a batch dim: each tensor with a leading dim of 1 (a
+    model that takes a list of images needs example inputs instead)."""
+    return ModelInputs(
+        tree.map_tensors(lambda t: t.unsqueeze(0), sample.args),
+        tree.map_tensors(lambda t: t.unsqueeze(0), sample.kwargs),
+    )
