@@ -6,6 +6,7 @@ on disk changed that samebits was not asked to write."""
 from __future__ import annotations
 
 import hashlib
+import re
 import subprocess
 from pathlib import Path
 
@@ -27,8 +28,12 @@ def snapshot(root: Path) -> dict[str, str]:
     }
 
 
+PROGRESS = re.compile(r"^samebits: (checking|generating|doctor|bench)[: ]")  # cli/progress.py, off a terminal
+
+
 def one_error(result: subprocess.CompletedProcess[str], fragment: str, code: int = 2) -> None:
-    lines = result.stderr.strip().splitlines()
+    """Exit ``code`` and one line on stderr (besides progress lines) that holds ``fragment``."""
+    lines = [line for line in result.stderr.strip().splitlines() if not PROGRESS.match(line)]
     assert result.returncode == code, (result.returncode, result.stderr[-2000:])
     assert len(lines) == 1, result.stderr
     assert "Traceback" not in result.stderr and fragment in lines[0], lines[0]

@@ -65,10 +65,11 @@ def test_a_long_message_from_another_library_is_cut_to_one_line_unless_verbose()
     spec = f"{TESTS / 'check_models.py'}:long_error"
     short = run_cli("check", spec)
     assert short.returncode == 2
-    (line,) = short.stderr.strip().splitlines()
+    (line,) = [line for line in short.stderr.splitlines() if line.startswith("samebits: error:")]
     assert len(line) < 320 and line.endswith("(--verbose shows the whole message)") and "THE END" not in line
     whole = run_cli("--verbose", "check", spec)
     assert whole.returncode == 2 and "THE END" in whole.stderr
+    assert "Traceback" not in short.stderr + whole.stderr
 
 
 def test_serve_without_its_extra_is_one_line_before_any_work():
@@ -84,3 +85,27 @@ def test_serve_without_its_extra_is_one_line_before_any_work():
         "samebits: error: samebits serve needs the optional package 'fastapi', which is not installed; "
         "pip install 'samebits[serve]'"
     )  # one line, and no "calibrating" before it
+
+
+def test_long_commands_say_what_they_do_when_stderr_is_not_a_terminal(monkeypatch):
+    """Off a terminal: after QUIET_START seconds a line per stage, and one every HEARTBEAT seconds
+    within a long stage; a quick command prints none."""
+    import io
+    import time
+
+    from samebits.cli import progress
+
+    quick = run_cli("check", "demo:mlp", "--axes", "repeat")
+    assert not [line for line in quick.stderr.splitlines() if line.startswith("samebits: checking")]
+    monkeypatch.setattr(progress, "QUIET_START", 0.0)
+    monkeypatch.setattr(progress, "HEARTBEAT", 0.0)
+    err = io.StringIO()
+    monkeypatch.setattr("sys.stderr", err)
+    with progress.Progress("bench") as p:
+        p.update("timing eager")
+        p.update("timing eager: round 2")  # the same stage: no new line
+        p.update("peak memory")
+        time.sleep(1.6)
+    said = err.getvalue().splitlines()
+    assert said[:2] == ["samebits: bench: timing eager", "samebits: bench: peak memory"]
+    assert any(line.startswith("samebits: bench: peak memory (") and "s so far)" in line for line in said[2:])

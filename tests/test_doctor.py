@@ -114,6 +114,14 @@ def test_backends_are_compared_with_eager_bits():
     assert summary.startswith("torchscript ") and ("identical bits" in summary or "bits differ" in summary)
 
 
+def test_backends_of_a_model_in_training_mode_are_measured_in_eval_mode():
+    """Dropout on in eager would make every backend 'differ': the probe compares eval with eval."""
+    report = doctor(spec("dropout_on"), backends=("torchscript",), iterations=5, budget=0.5)
+    summary = probes(report)["backends"].summary
+    assert summary.startswith("measured in eval mode (the model is in training mode); torchscript ")
+    assert "identical bits" in summary  # Dropout(0.5) in eager would differ in half the elements
+
+
 def test_bad_options():
     with pytest.raises(UserError, match="unknown backend tensorrtx"):
         doctor(spec("clean"), backends=("tensorrtx",))

@@ -139,7 +139,7 @@ def test_tables_fit_80_columns_and_never_cut_a_number():
         )
         for name, b, s, p, m in [
             ("per-sample loop", 1, 4405.5, 0.227, 1.8),
-            ("predictor:onnxruntime (variant)", 64, 1_250_011.3, 123.456, 10240.0),
+            ("predictor:onnxruntime (any size)", 64, 1_250_011.3, 123.456, 10240.0),
             ("predictor:eager", 256, 38_123.0, 1.2, None),
         ]
     ]

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from samebits.cli import inputs as opts
+from samebits.cli.progress import Progress
 from samebits.cli.output import check_html_path, consoles, fitted_table, write_html, write_json
 from samebits.runtime.options import BenchOptions
 
@@ -63,8 +64,7 @@ def bench_command(
     opts.bound_loading(timeout)
     check_html_path(html_path)
     loaded, inputs, _ = opts.load_target(model, input_file, input_shape, dtype, int_range, 0)
-    status = Console(stderr=True).status("bench", spinner="dots")
-    with status, Watchdog(timeout, f"MODEL {model}"):
+    with Progress("bench") as progress, Watchdog(timeout, f"MODEL {model}"):
         report = bench(
             loaded,
             inputs,
@@ -74,7 +74,7 @@ def bench_command(
             budget=budget,
             memory=not no_memory,
             max_batch_size=max_batch_size,
-            progress=lambda m: status.update(f"bench: {escape(m)}"),
+            progress=progress.update,
         )
     data = report.to_dict()
     write_json(data, json_path)
@@ -109,14 +109,17 @@ def render(console: Console, report: Any) -> None:
     )
     console.print(table)
     console.print(
-        "= loop: every row has the bits of the per-sample loop; = alone: the bits this configuration gives the sample alone (batch invariance)."
+        "= loop: every row has the bits of the per-sample loop; = alone: the bits this configuration gives the sample alone (batch invariance); (any size): a Predictor with invariant=False, running batches as they come."
     )
     for name, sizes in report.invariance.items():
         console.print(f"{escape(name)} runs only the batch sizes it verified: {', '.join(map(str, sizes))}")
     largest = max(r.batch for r in report.rows)
-    for backend, cost in report.invariance_cost.items():
+    for backend, ratio in report.invariance_cost.items():  # invariant / any-size throughput
+        where = f"predictor:{backend} at batch {largest}"
         console.print(
-            f"cost of invariance ({backend}, batch {largest}): {cost:.2f}x the throughput of the variant predictor"
+            f"batch invariance ({where}) costs {100 * (1 - ratio):.0f}% of the throughput of batching at any size"
+            if ratio < 1
+            else f"batch invariance ({where}) costs no throughput here: {ratio:.2f}x that of batching at any size"
         )
     for name, plan in report.plans.items():
         console.print(f"{escape(name)}: {escape(plan)}")

@@ -12,6 +12,7 @@ from rich.markup import escape
 
 from samebits.checker.options import CheckOptions
 from samebits.cli import inputs as opts
+from samebits.cli.progress import Progress
 from samebits.errors import UserError
 from samebits.cli.output import check_html_path, consoles, fitted_table, write_html, write_json
 
@@ -172,11 +173,8 @@ def check_command(
         from samebits.checker.repro import _writable
 
         _writable(Path(out_dir))  # refused before the work, not after
-    status = Console(stderr=True).status("checking", spinner="dots")
-    with status, Watchdog(options.timeout, f"MODEL {model}"):
-        report = check(
-            loaded, inputs, progress=lambda message: status.update(escape(message)), **dataclasses.asdict(options)
-        )
+    with Progress("checking") as progress, Watchdog(options.timeout, f"MODEL {model}"):
+        report = check(loaded, inputs, progress=progress.update, **dataclasses.asdict(options))
     data = report.to_dict()
     write_json(data, json_path)
     write_html(data, html_path)
@@ -204,7 +202,7 @@ def _check_generation(
 
     loaded, inputs, _ = opts.load_target(model, input_file, input_shape, dtype, int_range, seed)
     chosen = tuple(a.strip() for a in axes.split(",") if a.strip()) if axes else AXES
-    with Console(stderr=True).status("generating", spinner="dots"):
+    with Progress("generating"):
         report = check_generation(
             loaded, inputs, max_new_tokens=n, axes=chosen, sample=sample, seed=seed, padding_side=side
         )

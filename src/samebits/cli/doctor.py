@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Optional
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from samebits.cli import inputs as opts
+from samebits.cli.progress import Progress
 from samebits.cli.output import check_html_path, consoles, write_html, write_json
 from samebits.diagnosis.options import DoctorOptions
 
@@ -69,8 +69,7 @@ def doctor_command(
     opts.bound_loading(timeout)
     check_html_path(html_path)
     loaded, inputs, _ = opts.load_target(model, input_file, input_shape, dtype, int_range, 0)
-    status = Console(stderr=True).status("doctor", spinner="dots")
-    with status, Watchdog(timeout, f"MODEL {model}"):
+    with Progress("doctor") as progress, Watchdog(timeout, f"MODEL {model}"):
         report = doctor(
             loaded,
             inputs,
@@ -80,7 +79,7 @@ def doctor_command(
             batch=batch,
             backends=tuple(b.strip() for b in backends.split(",") if b.strip()),
             timeout=timeout,
-            progress=lambda message: status.update(f"doctor: {escape(message)}"),
+            progress=progress.update,
         )
     data = report.to_dict()
     write_json(data, json_path)

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from samebits.measure.model_state import model_given_back
+from samebits.measure.model_state import evaluating, model_given_back
 from samebits.diagnosis.backends import BACKENDS, try_backends
 from samebits.diagnosis.options import DoctorOptions
 from samebits.diagnosis.report import DoctorFinding, DoctorReport, ProbeStatus
@@ -253,15 +253,18 @@ class _Doctor:
             raise Skipped("no backend asked for")
         if not isinstance(self.model, nn.Module) or isinstance(self.model, torch.jit.ScriptModule):
             raise Skipped("only an eager nn.Module can be converted here")
-        results = try_backends(
-            self.model,
-            self.inputs,
-            names,
-            lambda: self.inputs.call(self.model),
-            lambda fns: median_seconds(fns, rounds=7, budget=self.options["budget"]),
-            device=self.options["device"],
-        )
-        parts = []
+        modules = list(self.model.modules())
+        training = any(m.training for m in modules)
+        with evaluating(modules):  # backends export eval graphs: compare like with like
+            results = try_backends(
+                self.model,
+                self.inputs,
+                names,
+                lambda: self.inputs.call(self.model),
+                lambda fns: median_seconds(fns, rounds=7, budget=self.options["budget"]),
+                device=self.options["device"],
+            )
+        parts = ["measured in eval mode (the model is in training mode)"] if training else []
         for r in results:
             if r["status"] != "ran":
                 parts.append(f"{r['backend']} {r['status']} ({r['reason']})")

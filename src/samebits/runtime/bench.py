@@ -28,7 +28,7 @@ SCHEMA_VERSION = 1
 
 @dataclasses.dataclass
 class BenchRow:
-    config: str  # "per-sample loop", "eager", "predictor:eager", "predictor:eager (variant)", ...
+    config: str  # "per-sample loop", "eager", "predictor:eager", "predictor:eager (any size)", ...
     batch: int
     samples_per_s: float
     p50_ms: float
@@ -118,7 +118,7 @@ def bench(
         skipped: list[str] = []
         for backend in backends:
             for invariant in (True, False):
-                name = f"predictor:{backend}" + ("" if invariant else " (variant)")
+                name = f"predictor:{backend}" + ("" if invariant else " (any size)")
                 kinds[name] = (backend, invariant)
                 say(f"building {name}")
                 try:
@@ -192,9 +192,9 @@ def bench(
         largest = max(batch_sizes)
         rate = {(r.config, r.batch): r.samples_per_s for r in rows}
         cost = {
-            b: round(rate[(f"predictor:{b}", largest)] / rate[(f"predictor:{b} (variant)", largest)], 3)
+            b: round(rate[(f"predictor:{b}", largest)] / rate[(f"predictor:{b} (any size)", largest)], 3)
             for b in backends
-            if (f"predictor:{b}", largest) in rate and (f"predictor:{b} (variant)", largest) in rate
+            if (f"predictor:{b}", largest) in rate and (f"predictor:{b} (any size)", largest) in rate
         }
         for p in predictors.values():
             p.close()
