@@ -87,3 +87,16 @@ def test_a_closed_predictor_still_runs_in_eval_mode_and_a_moved_one_says_so(mode
     cast = _predictor(model, tmp_path, dtype="float64")
     with pytest.raises(samebits.UserError, match="was closed and gave its model back"):
         cast.predict(_x())
+
+
+def test_what_the_caller_changes_while_a_predictor_lives_is_kept(model, tmp_path):
+    p = samebits.Predictor(model, example_inputs=_x(), cache_dir=tmp_path, max_batch_size=4)
+    with torch.no_grad():
+        model.head.weight.add_(1.0)  # an optimizer step, in place
+    model.train()
+    model(_x())  # a training forward: BatchNorm's running statistics move
+    updated = state(model)
+    p.close()
+    after = state(model)
+    assert all(torch.equal(a, b) for a, b in zip(updated["bits"], after["bits"]))
+    assert after["training"] == updated["training"] and all(after["requires_grad"])

@@ -28,17 +28,21 @@ class ModelState:
     requires_grad: dict[nn.Parameter, bool]
     params: dict[nn.Parameter, Where]
     buffers: dict[tuple[nn.Module, str], Where]
-    values: dict[tuple[nn.Module, str], torch.Tensor]  # each buffer's values (a forward in training mode updates them)
+    values: dict[
+        tuple[nn.Module, str], torch.Tensor
+    ]  # buffers' values, where kept (a forward in training mode moves them)
 
     @classmethod
-    def of(cls, model: nn.Module) -> ModelState:
+    def of(cls, model: nn.Module, values: bool = True) -> ModelState:
+        """The model's state now; ``values=False`` keeps no copy of the buffers' values (a holder
+        whose own forwards never update them, and that must not undo the caller's updates)."""
         params: dict[nn.Parameter, Where] = {p: p.data for p in model.parameters()}
         buffers: dict[tuple[nn.Module, str], Where] = {
             (m, name): b for m in model.modules() for name, b in m._buffers.items() if b is not None
         }
-        values = {key: b.detach().clone() for key, b in buffers.items() if isinstance(b, torch.Tensor)}
+        kept = {key: b.detach().clone() for key, b in buffers.items() if values and isinstance(b, torch.Tensor)}
         return cls(
-            {m: m.training for m in model.modules()}, {p: p.requires_grad for p in params}, params, buffers, values
+            {m: m.training for m in model.modules()}, {p: p.requires_grad for p in params}, params, buffers, kept
         )
 
     def settle(self) -> bool:
@@ -68,8 +72,9 @@ class ModelState:
                 now = m._buffers.get(name)
                 if now is not None:
                     m._buffers[name] = back = _back(now, was)
-                    if not torch.equal(back, self.values[(m, name)].to(back.device, back.dtype)):
-                        back.copy_(self.values[(m, name)])
+                    value = self.values.get((m, name))
+                    if value is not None and not torch.equal(back, value.to(back.device, back.dtype)):
+                        back.copy_(value)
         for p, flag in self.requires_grad.items():
             p.requires_grad_(flag)
         for m, flag in self.training.items():
@@ -125,7 +130,7 @@ def hold(model: nn.Module) -> tuple[ModelState, Callable[[], None]]:
     """The model's state as the first of its current holders found it, and a release: when the
     last holder releases (several Predictors can share one model), the model is given back."""
     with _HELD_LOCK:
-        state, holders = _HELD.setdefault(id(model), (ModelState.of(model), [0]))
+        state, holders = _HELD.setdefault(id(model), (ModelState.of(model, values=False), [0]))
         holders[0] += 1
     released = [False]
 
