@@ -8,6 +8,8 @@ import torch
 from torch import nn
 
 import samebits
+from samebits.measure.load import Load
+from samebits.measure.timing import Timings
 from samebits.runtime import auto
 
 from conftest import run_cli
@@ -27,23 +29,47 @@ def rows(n, seed=3):
     return torch.randn(n, 32, generator=torch.Generator().manual_seed(seed))
 
 
+QUIET = Load(0.1, 2, 0.0)
+
+
+def timings(table, load=QUIET, jitter=(1.0, 1.0, 1.0)):
+    """``{size: Timings}`` from ``{backend: {size: seconds}}``: three rounds each, scaled by ``jitter``."""
+    sizes = sorted({s for t in table.values() for s in t})
+    return {s: Timings({b: [t[s] * j for j in jitter] for b, t in table.items() if s in t}, load) for s in sizes}
+
+
 def fake_times(table):
     """``auto.time_sizes`` replaced: seconds per backend from ``table`` (a function of backend
     and size), at the sizes each member really runs."""
-    return lambda members, budget: {b: {s: table(b, s) for s in auto.sizes_of(m)} for b, m in members.items()}
+    return lambda members, budget: timings({b: {s: table(b, s) for s in auto.sizes_of(m)} for b, m in members.items()})
 
 
 def test_choose_keeps_eager_within_noise_and_never_mixes_a_drifting_backend():
-    times = {"eager": {4: 1.0, 8: 2.0}, "torchscript": {4: 0.99, 8: 1.0}, "onnxruntime": {4: 0.1, 8: 0.1}}
+    table = {"eager": {4: 1.0, 8: 2.0}, "torchscript": {4: 0.99, 8: 1.0}, "onnxruntime": {4: 0.1, 8: 0.1}}
     same = {"eager": True, "torchscript": True, "onnxruntime": False}
-    by_size, seconds = auto.choose(times, same, allow_drift=False)
+    by_size, seconds = auto.choose(timings(table), same, allow_drift=False)
     assert by_size == {4: "eager", 8: "torchscript"}  # 0.99 of eager is noise; 0.5 is not
     assert seconds == {4: 1.0, 8: 1.0}
-    by_size, _ = auto.choose(times, same, allow_drift=True)
+    by_size, _ = auto.choose(timings(table), same, allow_drift=True)
     assert by_size == {4: "onnxruntime", 8: "onnxruntime"}  # the drifting one runs every size or none
     # a size only another identical backend verified is still covered, by that backend
-    by_size, _ = auto.choose({"eager": {4: 1.0}, "export": {4: 2.0, 16: 3.0}}, {"eager": True, "export": True}, False)
-    assert by_size == {4: "eager", 16: "export"}
+    only = timings({"eager": {4: 1.0}, "export": {4: 2.0, 16: 3.0}})
+    assert auto.choose(only, {"eager": True, "export": True}, False)[0] == {4: "eager", 16: "export"}
+
+
+def test_choose_replaces_eager_only_where_every_round_says_so_on_a_quiet_machine():
+    table = {"eager": {8: 2.0}, "torchscript": {8: 1.0}}
+    same = {"eager": True, "torchscript": True}
+    assert auto.choose(timings(table), same, False)[0] == {8: "torchscript"}
+    # the same medians, but eager won one round: not clearly faster
+    rounds = {8: Timings({"eager": [2.0, 2.0, 0.9], "torchscript": [1.0, 1.0, 1.0]}, QUIET)}
+    assert auto.choose(rounds, same, False)[0] == {8: "eager"}
+    # timed while other processes took the cores: nothing replaces eager, and the plan says why
+    busy = Load(5.0, 2, 1.6)
+    assert auto.choose(timings(table, load=busy), same, False)[0] == {8: "eager"}
+    plan = auto.AutoPlan(("eager",), ("eager",), {8: "eager"}, {}, {}, {}, {}, {}, False, 1.0, load=busy)
+    assert "timed under load 5.0 on 2 cores" in plan.describe()
+    assert auto.AutoPlan.from_dict(plan.to_dict()).load == busy
 
 
 def test_auto_mixes_identical_backends_and_a_sample_keeps_its_bits(cache, monkeypatch):
@@ -191,7 +217,7 @@ def test_interleaved_timing_shuffles_the_order_so_no_function_always_follows_the
     calls = []
     fns = {name: (lambda name=name: calls.append(name)) for name in "abcd"}
     times = interleaved_times(fns, rounds=40, budget=60)
-    assert all(len(t) == 40 for t in times.values())
+    assert all(len(t) == 40 for t in times.seconds.values())
     rounds = [calls[4 + 4 * r : 8 + 4 * r] for r in range(40)]  # after the four warm-up calls
     assert all(sorted(r) == list("abcd") for r in rounds)
     before_c = {r[r.index("c") - 1] for r in rounds if r.index("c") > 0}

@@ -315,10 +315,13 @@ def test_the_plan_takes_the_fastest_verified_split_and_only_verified_sizes():
 def test_the_plan_says_what_a_lone_sample_and_a_small_tile_cost():
     from samebits.runtime.invariance import Invariance
 
-    inv = Invariance("class", [4, 8], {"seconds_by_size": {"1": 0.5, "2": 0.6, "4": 1.0, "8": 1.6, "16": 2.0}})
-    single, tile = inv.notes()
-    assert "a single sample runs padded to 4 rows" in single and "2.0x the time of a 1-row forward" in single
-    assert "largest verified batch size 8 (tried up to 16)" in tile and "0.62x the throughput of plain batching" in tile
+    rounds = {"1": [0.5, 0.5], "2": [0.6, 0.6], "4": [1.0, 1.1], "8": [1.6, 1.6], "16": [2.0, 2.0]}
+    timed = {"seconds_by_size": {k: v[0] for k, v in rounds.items()}, "forward_rounds": rounds}
+    single, tile = Invariance("class", [4, 8], timed).notes()
+    assert "a single sample runs padded to 4 rows" in single and "1-row forward: 2.10x (2.00-2.20x over 2" in single
+    assert (
+        "largest verified batch size 8 (tried up to 16)" in tile and "at 16: 0.62x (0.62-0.62x over 2 rounds)" in tile
+    )
     assert Invariance("class", [1, 2, 4], {"seconds_by_size": {"1": 1, "2": 1, "4": 1}}).notes() == []
 
 

@@ -119,14 +119,17 @@ def test_the_page_in_headless_chromium(check_report, tmp_path):
 
 def test_tables_fit_80_columns_and_never_cut_a_number():
     import io
-    from types import SimpleNamespace
 
     from rich.console import Console
 
     from samebits.cli import bench
+    from samebits.measure.load import Load
+    from samebits.measure.timing import Ratio
+    from samebits.runtime.bench import BenchReport, BenchRow
 
+    quiet = Load(0.4, 2, 0.0)
     rows = [
-        SimpleNamespace(
+        BenchRow(
             config=name,
             batch=b,
             samples_per_s=s,
@@ -136,6 +139,7 @@ def test_tables_fit_80_columns_and_never_cut_a_number():
             identical_to_reference=b == 1,
             same_as_alone=True,
             speedup_vs_loop=s / 4405.5,
+            speedup=None if b == 1 else Ratio.over([s / 4405.5 * f for f in (0.9, 1.0, 1.1)], quiet).to_dict(),
         )
         for name, b, s, p, m in [
             ("per-sample loop", 1, 4405.5, 0.227, 1.8),
@@ -143,14 +147,12 @@ def test_tables_fit_80_columns_and_never_cut_a_number():
             ("predictor:eager", 256, 38_123.0, 1.2, None),
         ]
     ]
-    report = SimpleNamespace(
-        model="x.py:net", seconds=61, rows=rows, invariance={}, invariance_cost={}, skipped=[], plans={}
-    )
+    report = BenchReport("x.py:net", rows, {}, {}, [], 61, load=quiet.to_dict())
     out = io.StringIO()
     bench.render(Console(file=out, width=80, highlight=False), report)
     text = out.getvalue()
     assert max(len(line) for line in text.splitlines()) <= 80
-    for number in ("1,250,011", "4,406", "38,123", "123.46", "1123.45", "10240.0", "283.7x", "8.7x"):
+    for number in ("1,250,011", "4,406", "38,123", "123.46/1123.45", "10240.0", "255-312x", "7.8-9.5x"):
         assert number in text, number
     result = run_cli("check", "demo:mlp", "--axes", "batch", env=scrubbed_env(COLUMNS="80"))
     assert result.returncode == 1

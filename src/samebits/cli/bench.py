@@ -83,48 +83,81 @@ def bench_command(
 
 
 def render(console: Console, report: Any) -> None:
-    """The bench table and its notes (numbers are never cut: text columns wrap)."""
+    """The bench table and its notes (numbers are never cut: text columns wrap). Every speedup
+    is a range over the rounds, or not printed where the machine was busy."""
+    from samebits.measure.load import Load
+    from samebits.measure.timing import Ratio
+
+    load = Load.from_dict(report.load)
     rows = [
         [
-            escape(r.config),
+            escape(_label(r.config)),
             str(r.batch),
             f"{r.samples_per_s:,.0f}",
-            f"{r.p50_ms:.2f}",
-            f"{r.p99_ms:.2f}",
+            f"{r.p50_ms:.2f}/{r.p99_ms:.2f}",
             f"{r.peak_mb:.1f}" if r.peak_mb is not None else "-",
-            "yes" if r.identical_to_reference else "no",
-            "yes" if r.same_as_alone else "no",
-            f"{r.speedup_vs_loop:.1f}x",
+            f"{'yes' if r.identical_to_reference else 'no'}/{'yes' if r.same_as_alone else 'no'}",
+            _range(r.speedup, load),
         ]
         for r in report.rows
     ]
-    head = ["config", "batch", "samples/s", "p50 ms", "p99 ms", "peak MB", "= loop", "= alone", "vs loop"]
+    head = ["config", "batch", "samples/s", "p50/p99 ms", "peak MB", "= loop/ alone", "vs loop"]
     table = fitted_table(
         head,
         rows,
-        set(range(1, 9)),
+        set(range(1, 7)),
         console.width,
         title=f"{report.model} ({report.seconds:.0f} s)",
         title_justify="left",
     )
     console.print(table)
     console.print(
-        "= loop: every row has the bits of the per-sample loop; = alone: the bits this configuration gives the sample alone (batch invariance); (any size): a Predictor with invariant=False, running batches as they come."
+        "p50/p99: latency of a batch; = loop/alone: every row has the bits of the per-sample loop / the bits this configuration gives the sample alone (batch invariance); (any size): a Predictor with invariant=False, running batches as they come; vs loop: the throughput against the loop's, lowest-highest over the rounds."
     )
+    if load is not None:
+        console.print(
+            f"measured under {load.describe()}: "
+            + (
+                "the machine was busy, so no speedup is measurable here; bench needs a quiet machine"
+                if load.busy
+                else "bench needs a quiet machine, and the ranges show how quiet this one was"
+            )
+        )
     for name, sizes in report.invariance.items():
         console.print(f"{escape(name)} runs only the batch sizes it verified: {', '.join(map(str, sizes))}")
     largest = max(r.batch for r in report.rows)
-    for backend, ratio in report.invariance_cost.items():  # invariant / any-size throughput
-        where = f"predictor:{backend} at batch {largest}"
-        console.print(
-            f"batch invariance ({where}) costs {100 * (1 - ratio):.0f}% of the throughput of batching at any size"
-            if ratio < 1
-            else f"batch invariance ({where}) costs no throughput here: {ratio:.2f}x that of batching at any size"
-        )
+    for backend, data in report.invariance_cost_spread.items():  # invariant / any-size throughput
+        ratio = Ratio.from_dict(data, load)
+        if ratio is None:
+            continue
+        where = f"batch invariance (predictor:{backend} at batch {largest})"
+        if not ratio.clear:
+            console.print(f"{where} costs {ratio.text()} of the throughput of batching at any size")
+        elif ratio.high < 1:
+            console.print(
+                f"{where} costs {100 * (1 - ratio.median):.0f}% of the throughput of batching at any size "
+                f"({100 * (1 - ratio.high):.0f}-{100 * (1 - ratio.low):.0f}% over {ratio.rounds} rounds)"
+            )
+        else:
+            console.print(f"{where} costs no throughput here: {ratio.text()} that of batching at any size")
     for name, plan in report.plans.items():
         console.print(f"{escape(name)}: {escape(plan)}")
     for line in report.skipped:
         console.print(f"skipped {escape(line)}")
+
+
+def _label(config: str) -> str:
+    """``predictor:onnxruntime (any size)`` as ``Predictor onnxruntime (any size)``: words a
+    narrow column wraps between (the JSON keeps the config's name)."""
+    return f"Predictor {config.removeprefix('predictor:')}" if config.startswith("predictor:") else config
+
+
+def _range(speedup: dict[str, Any] | None, load: Any) -> str:
+    """A speedup as the range of its rounds (``4.8-5.3x``); ``-`` for the loop itself or on a busy machine."""
+    if speedup is None or (load is not None and load.busy):
+        return "-"
+    low, high = speedup["min"], speedup["max"]
+    return f"{low:.1f}-{high:.1f}x" if high < 100 else f"{low:,.0f}-{high:,.0f}x"
 
 
 def register(app: typer.Typer) -> None:

@@ -9,6 +9,7 @@ from typing import Any, Callable
 import torch
 
 from samebits.errors import first_line
+from samebits.measure.timing import Timings
 from samebits.models.inputs import ModelInputs
 from samebits.runtime.backends import REGISTRY, BackendUnavailable, build
 from samebits.tensors.compare import compare
@@ -21,10 +22,11 @@ def try_backends(
     inputs: ModelInputs,
     names: tuple[str, ...],
     eager: Callable[[], Any],
-    timer: Callable[..., dict[str, float]],
+    timer: Callable[..., Timings],
     device: str = "cpu",
 ) -> list[dict[str, Any]]:
-    """For each backend: speed relative to eager, and whether its outputs have eager's bits."""
+    """For each backend: speed relative to eager (``ratio``, a :class:`Ratio`, and ``speedup``, its
+    JSON), and whether its outputs have eager's bits."""
     results = []
     reference = eager()
     with tempfile.TemporaryDirectory(prefix="samebits-doctor-") as tmp:
@@ -41,7 +43,8 @@ def try_backends(
                 worst = result.first_difference()
                 entry.update(
                     status="ran",
-                    speedup=round(times["eager"] / times[name], 2),
+                    ratio=(ratio := times.ratio("eager", name)),
+                    speedup=ratio.to_dict(),
                     identical=result.identical,
                     max_abs=worst.max_abs if worst else 0.0,
                     difference=worst.brief() if worst else "identical bits",

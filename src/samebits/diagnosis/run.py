@@ -31,7 +31,8 @@ from samebits.measure.prepare import prepare
 from samebits.measure.batching import batch_size_of, random_neighbour, stack_samples, take_sample
 from samebits.measure.processes import ChildJob, ChildRunner
 from samebits.measure.invariance import measure_batch_invariance
-from samebits.measure.timing import median_seconds
+from samebits.measure.load import usable_cores
+from samebits.measure.timing import Ratio, interleaved_times
 from samebits.measure.trace import plain_forward
 from samebits.tensors.tree import RowError
 from samebits.tensors.tree import flatten
@@ -45,10 +46,11 @@ def _finding(
 
 
 def available_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
+    """The cores this process may use (affinity, cgroup quota), as a whole number."""
+    return max(1, round(usable_cores()))
+
+
+OVERSUBSCRIBED = 1.5  # one thread this many times as fast as torch's count (median of the rounds)
 
 
 class Skipped(Exception):
@@ -174,21 +176,23 @@ class _Doctor:
                 s.call(self.model)
 
         with torch.inference_mode():
-            times = median_seconds(
-                {"one": one_by_one, "batched": lambda: batch.call(self.model)}, rounds=5, budget=self.options["budget"]
+            times = interleaved_times(
+                {"one": one_by_one, "batched": lambda: batch.call(self.model)},
+                rounds=5,
+                budget=self.options["budget"],
+                least=self.options["budget"] / 4,
             )
-        speedup = times["one"] / times["batched"]
-        rate_one, rate_batch = n / times["one"], n / times["batched"]
-        text = (
-            f"one sample at a time {rate_one:,.0f} samples/s; batched {n}: {rate_batch:,.0f} samples/s ({speedup:.1f}x)"
-        )
-        if speedup >= 2.0:
+        speedup = times.ratio("one", "batched")
+        rate_one, rate_batch = n / times.median("one"), n / times.median("batched")
+        self.details = {"speedup": speedup.to_dict(), "samples_per_s": {"one": rate_one, "batched": rate_batch}}
+        text = f"one sample at a time {rate_one:,.0f} samples/s; batched {n}: {rate_batch:,.0f} samples/s; speedup {speedup.text()}"
+        if speedup.at_least(2.0):
             self.findings.append(
                 _finding(
                     "SB251",
                     "warning",
-                    f"batching {n} gives {speedup:.1f}x the throughput of one sample per forward ({rate_one:,.0f} -> {rate_batch:,.0f} samples/s)",
-                    {"speedup": round(speedup, 2)},
+                    f"batching {n} gives {speedup.text()} the throughput of one sample per forward ({rate_one:,.0f} -> {rate_batch:,.0f} samples/s)",
+                    {"speedup": speedup.to_dict()},
                 )
             )
         return text
@@ -222,30 +226,68 @@ class _Doctor:
         return result_summary
 
     def threads(self) -> str:
-        cores, threads = available_cores(), torch.get_num_threads()
+        cores, threads = usable_cores(), torch.get_num_threads()
         pinned = {v: os.environ[v] for v in ("OMP_NUM_THREADS", "MKL_NUM_THREADS") if v in os.environ}
-        text = f"torch uses {threads} intra-op thread(s) on {cores} available core(s)" + (
+        text = f"torch uses {threads} intra-op thread(s) on {cores:g} usable core(s)" + (
             f"; {', '.join(f'{k}={v}' for k, v in pinned.items())}" if pinned else ""
         )
-        if threads > cores:
+        fewer, oversubscribed, measured = self._fewer_threads(threads), False, ""
+        if fewer is not None:
+            load = f" ({fewer.load.describe()})" if fewer.load else ""
+            text += f"; throughput on 1 thread against {threads}: {fewer.text(needs_quiet=False)}{load}"
+            # half the rounds or more ran 1.5x as fast on one thread: the threads wait for each other
+            oversubscribed = fewer.median >= OVERSUBSCRIBED
+            measured = f": 1 thread ran {fewer.figures()} as fast{load}" if oversubscribed else ""
+        if threads > cores or oversubscribed:
+            why = f"{threads} threads on {cores:g} cores"
             self.findings.append(
                 _finding(
                     "SB153",
                     "warning",
-                    f"{threads} threads on {cores} cores: parallel ops fight for the cores",
-                    {"threads": threads, "cores": cores},
+                    f"{why}: parallel ops fight for the cores{measured}",
+                    {"threads": threads, "cores": cores, "one_thread_speedup": fewer.to_dict() if fewer else None},
                 )
             )
-        elif not pinned:
+        if not pinned:
             self.findings.append(
                 _finding(
-                    "SB153",
+                    "SB154",
                     "info",
                     f"the thread count ({threads}) is not pinned before start (OMP_NUM_THREADS unset): another machine or container picks another count, and reductions other bits",
                     {"threads": threads, "cores": cores},
                 )
             )
         return text
+
+    def _fewer_threads(self, threads: int) -> Ratio | None:
+        """How many times faster the example's forward runs on 1 thread than on ``threads``,
+        round by round (the load is stated, never a reason to hide it: load is what makes
+        threads fight), or ``None`` with one thread already."""
+        if threads <= 1:
+            return None
+
+        def at(n: int) -> Callable[[], object]:
+            def run() -> object:
+                torch.set_num_threads(n)
+                try:
+                    return self.inputs.call(self.model)
+                finally:
+                    torch.set_num_threads(threads)
+
+            return run
+
+        with torch.inference_mode():
+            times = interleaved_times(
+                {"many": at(threads), "one": at(1)},
+                rounds=7,
+                budget=self.options["budget"],
+                least=self.options["budget"] / 2,
+            )
+        # throughput over runs of rounds: threads spinning on a taken core stall a forward now
+        # and then, and the stalls are the cost (the median of single forwards hides them)
+        ratio = times.ratio("many", "one", blocks=7)
+        self.details = {"one_thread_speedup": ratio.to_dict()}
+        return ratio
 
     def backends(self) -> str:
         names = tuple(self.options["backends"])
@@ -261,7 +303,9 @@ class _Doctor:
                 self.inputs,
                 names,
                 lambda: self.inputs.call(self.model),
-                lambda fns: median_seconds(fns, rounds=7, budget=self.options["budget"]),
+                lambda fns: interleaved_times(
+                    fns, rounds=7, budget=self.options["budget"], least=self.options["budget"] / 4
+                ),
                 device=self.options["device"],
             )
         parts = ["measured in eval mode (the model is in training mode)"] if training else []
@@ -270,12 +314,11 @@ class _Doctor:
                 parts.append(f"{r['backend']} {r['status']} ({r['reason']})")
                 continue
             bits = "identical bits" if r["identical"] else f"bits differ ({r['difference']})"
-            parts.append(f"{r['backend']} {r['speedup']:.2f}x, {bits}")
-            if r["speedup"] >= 1.2:
+            speedup: Ratio = r.pop("ratio")
+            parts.append(f"{r['backend']} speed against eager's: {speedup.text()}, {bits}")
+            if speedup.at_least(1.2):
                 self.findings.append(
-                    _finding(
-                        "SB252", "info", f"{r['backend']} runs {r['speedup']:.1f}x faster than eager here, {bits}", r
-                    )
+                    _finding("SB252", "info", f"{r['backend']} runs {speedup.text()} faster than eager here, {bits}", r)
                 )
         return "; ".join(parts)
 

@@ -219,8 +219,17 @@ def _doctor(d: dict[str, Any]) -> str:
     return "".join(parts) + _fingerprint(d.get("environment"), "Environment")
 
 
+def _rounds(ratio: Any, busy: bool) -> str:
+    """A ratio as the range of its rounds, or ``-`` (the loop itself; a busy machine)."""
+    if not isinstance(ratio, dict) or busy:
+        return "-"
+    return f"{ratio['min']:.1f}-{ratio['max']:.1f}x"
+
+
 def _bench(d: dict[str, Any]) -> str:
     rows = d.get("rows", [])
+    load = d.get("load") if isinstance(d.get("load"), dict) else None
+    busy = bool(load and load.get("busy"))
     parts = [f'<p class="muted">MODEL {_e(d.get("model"))}, {d.get("seconds", 0):.0f} s</p>']
     if rows:
         from samebits.report.charts import bars
@@ -241,11 +250,18 @@ def _bench(d: dict[str, Any]) -> str:
                 _num(r["peak_mb"], "{:.1f}"),
                 "yes" if r["identical_to_reference"] else "no",
                 "yes" if r["same_as_alone"] else "no",
+                _rounds(r.get("speedup"), busy),
             ]
             for r in rows
         ]
-        head = ["config", "batch", "samples/s", "p50 ms", "p99 ms", "peak MB", "bits = loop", "bits = alone"]
-        parts += ["<h2>Configurations</h2>", _table(head, table, {1, 2, 3, 4, 5})]
+        head = ["config", "batch", "samples/s", "p50 ms", "p99 ms", "peak MB", "bits = loop", "bits = alone", "vs loop"]
+        parts += ["<h2>Configurations</h2>", _table(head, table, {1, 2, 3, 4, 5, 8})]
+    if load:
+        parts.append(
+            f'<p class="muted">measured under load {load["average"]:.1f} on {load["cores"]:g} cores'
+            + (": the machine was busy, no speedup is measurable here" if busy else "")
+            + "; bench needs a quiet machine</p>"
+        )
     for name, sizes in (d.get("invariance") or {}).items():
         parts.append(f"<p>{_e(name)} runs only the batch sizes it verified: {_e(', '.join(map(str, sizes)))}</p>")
     for name, plan in (d.get("plans") or {}).items():

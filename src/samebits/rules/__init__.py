@@ -291,13 +291,25 @@ RULES: tuple[Rule, ...] = (
         "SB153",
         "thread-oversubscription",
         "runtime",
-        "torch's thread count does not fit the cores",
-        "Compares torch's intra-op thread count and OMP/MKL settings with the CPU cores this process may use.",
-        "More threads than cores makes every parallel op fight for the cores (often several times slower); thread counts also change the bits of reductions, so they should be fixed.",
+        "torch's threads fight for the cores",
+        "Compares torch's intra-op thread count with the CPU cores this process may use, and times the example's forward on torch's thread count against one thread, in interleaved rounds, with the machine's load.",
+        "More threads than free cores makes every parallel op wait for its slowest thread (often several times slower): the OpenMP threads spin on cores that other threads or processes need.",
         """
       torch.set_num_threads(64)  # on an 8-core machine
       """,
-        "Set the thread count to the cores available (`samebits run --threads N -- ...`), and keep it fixed between runs.",
+        "Use fewer threads than the cores that are free (`samebits run --threads N -- ...`, or `OMP_NUM_THREADS`), and keep the count fixed between runs.",
+    ),
+    R(
+        "SB154",
+        "thread-count-unpinned",
+        "runtime",
+        "the thread count is not pinned before start",
+        "Reads `OMP_NUM_THREADS` and `MKL_NUM_THREADS` in the process's environment.",
+        "Without them torch picks a count from the machine it starts on: another machine or container runs another count, and the bits of parallel reductions change with it.",
+        """
+      python serve.py  # OMP_NUM_THREADS unset
+      """,
+        "Pin it before the process starts: `samebits run --threads N -- ...`, or `OMP_NUM_THREADS=N`.",
     ),
     R(
         "SB251",

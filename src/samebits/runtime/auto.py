@@ -12,13 +12,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import statistics
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from samebits.errors import UserError, first_line
-from samebits.measure.timing import interleaved_times
+from samebits.measure.load import Load, LoadWatch
+from samebits.measure.timing import Ratio, Timings, interleaved_times
 from samebits.runtime.backends import REGISTRY
 from samebits.runtime.cache import ArtifactCache
 from samebits.runtime.invariance import Invariance, bits_against, candidate_sizes
@@ -28,7 +28,7 @@ from samebits.tensors import tree
 if TYPE_CHECKING:
     from samebits.runtime.predictor import Predictor
 
-FASTER = 0.97  # another backend replaces eager at a size only when it takes under 97% of its time
+FASTER = 0.97  # another backend replaces eager at a size only when it takes under 97% of its time (median)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +47,7 @@ class AutoPlan:
     allow_backend_drift: bool
     seconds: float
     cached: bool = False
+    load: Load | None = None  # the machine while the backends were timed
 
     def to_dict(self) -> dict[str, Any]:
         """The plan as cached (JSON: sizes as strings)."""
@@ -62,6 +63,7 @@ class AutoPlan:
             "skipped": dict(self.skipped),
             "allow_backend_drift": self.allow_backend_drift,
             "seconds": self.seconds,
+            "load": self.load.to_dict() if self.load else None,
         }
 
     @classmethod
@@ -82,6 +84,7 @@ class AutoPlan:
                 allow_backend_drift=bool(data["allow_backend_drift"]),
                 seconds=float(data["seconds"]),
                 cached=True,
+                load=Load.from_dict(data.get("load")),
             )
         except (KeyError, TypeError, ValueError, AttributeError):
             return None
@@ -116,7 +119,10 @@ class AutoPlan:
             if not d.identical and b not in runs
         ]
         left += [f"{b} ({reason})" for b, reason in self.skipped.items()]
-        return out + (f"; left out: {', '.join(left)}" if left else "")
+        out += f"; left out: {', '.join(left)}" if left else ""
+        if self.load is not None and self.load.busy:
+            out += f"; timed under {self.load.describe()}: eager kept wherever no backend was clearly faster (samebits cache clear measures again)"
+        return out
 
 
 def candidates_for(device: str, asked: tuple[str, ...] | None) -> tuple[str, ...]:
@@ -149,46 +155,47 @@ def drift(eager: Predictor, member: Predictor) -> Difference:
     return bits_against(theirs, ours, size)
 
 
-def time_sizes(members: Mapping[str, Predictor], budget: float) -> dict[str, dict[int, float]]:
-    """Median seconds of one forward of each member at each size it runs, the members that
-    share a size timed interleaved (noise hits them alike); ``budget`` seconds over all sizes."""
+def time_sizes(members: Mapping[str, Predictor], budget: float) -> dict[int, Timings]:
+    """One forward of each member at each size it runs, the members that share a size timed
+    in interleaved rounds (noise hits them alike); ``budget`` seconds over all sizes."""
     sizes = sorted({s for m in members.values() for s in sizes_of(m)})
-    out: dict[str, dict[int, float]] = {name: {} for name in members}
+    out: dict[int, Timings] = {}
     for size in sizes:
         here = {name: m for name, m in members.items() if size in sizes_of(m)}
         batch = next(iter(here.values())).example_at(size)
         fns: dict[str, Callable[[], object]] = {
             name: functools.partial(m.run_at, batch, size) for name, m in here.items()
         }
-        for name, values in interleaved_times(fns, rounds=60, budget=budget / len(sizes)).items():
-            out[name][size] = statistics.median(values)
+        out[size] = interleaved_times(fns, rounds=60, budget=budget / len(sizes))
     return out
 
 
+def clearly_faster(ratio: Ratio) -> bool:
+    """Faster in every round, by more than :data:`FASTER` at the median, on a machine that was
+    not busy: what it takes to replace a backend."""
+    return ratio.measurable and ratio.low > 1.0 and ratio.median * FASTER >= 1.0
+
+
 def choose(
-    times: Mapping[str, Mapping[int, float]], identical: Mapping[str, bool], allow_drift: bool
+    times: Mapping[int, Timings], identical: Mapping[str, bool], allow_drift: bool
 ) -> tuple[dict[int, str], dict[int, float]]:
-    """(backend by size, seconds by size). Among the backends with eager's bits, per size the
-    fastest (eager kept unless another takes under ``FASTER`` of its time); a drifting backend,
-    where allowed, replaces that whole plan when it is faster at the sizes both run."""
-    same = {b: t for b, t in times.items() if identical.get(b)}
+    """(backend by size, median seconds by size). Among the backends with eager's bits, per size
+    the fastest, where it is :func:`clearly_faster` than eager (else eager); a drifting backend,
+    where allowed, replaces that whole plan when it is clearly faster at every size both run."""
     by_size: dict[int, str] = {}
-    for size in sorted({s for t in same.values() for s in t}):
-        here = {b: t[size] for b, t in same.items() if size in t}
-        best = min(here, key=here.__getitem__)
-        keep = "eager" if "eager" in here and here[best] >= FASTER * here["eager"] else best
-        by_size[size] = keep
-    seconds = {s: same[b][s] for s, b in by_size.items()}
+    for size, t in sorted(times.items()):
+        same = [b for b in t.seconds if identical.get(b)]
+        if same:
+            best = min(same, key=t.median)
+            keep = "eager" in same and best != "eager" and not clearly_faster(t.ratio("eager", best))
+            by_size[size] = "eager" if keep else best
     if allow_drift:
-        for backend, t in times.items():
-            shared = set(t) & set(seconds)
-            if (
-                not identical.get(backend)
-                and shared
-                and sum(t[s] for s in shared) < FASTER * sum(seconds[s] for s in shared)
-            ):
-                by_size, seconds = dict.fromkeys(t, backend), dict(t)
-    return by_size, seconds
+        drifting = dict.fromkeys(b for t in times.values() for b in t.seconds if not identical.get(b))
+        for backend in drifting:
+            shared = [s for s, t in times.items() if backend in t.seconds and s in by_size]
+            if shared and all(clearly_faster(times[s].ratio(by_size[s], backend)) for s in shared):
+                by_size = {s: backend for s, t in sorted(times.items()) if backend in t.seconds}
+    return by_size, {s: times[s].median(b) for s, b in by_size.items()}
 
 
 def plan_key(owner: Predictor, names: tuple[str, ...], allow_drift: bool) -> str:
@@ -267,7 +274,8 @@ def _measure(
             del members[b]
     identical = {"eager": True, **{b: d.identical for b, d in drifts.items()}}
     usable = {b: m for b, m in members.items() if identical[b] or allow_drift}
-    times = time_sizes(usable, budget)
+    with LoadWatch() as watch:
+        times = time_sizes(usable, budget)
     by_size, seconds = choose(times, identical, allow_drift)
     chosen = tuple(b for b in names if b in set(by_size.values()))
     plan = AutoPlan(
@@ -275,7 +283,8 @@ def _measure(
         chosen=chosen,
         backend_by_size=dict(sorted(by_size.items())),
         forward_seconds=dict(sorted({**members["eager"].invariance.timings(), **seconds}.items())),
-        seconds_by_backend=times,
+        seconds_by_backend={b: {s: t.median(b) for s, t in times.items() if b in t.seconds} for b in usable},
+        load=watch.load,
         verified={b: tuple(sizes_of(m)) for b, m in members.items()},
         drift=drifts,
         skipped=skipped,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import statistics
 import time
 from collections.abc import Callable
 from typing import Any
@@ -20,10 +19,13 @@ from samebits.models.target import as_loaded, eval_mode, inputs_for, spec_of
 from samebits.runtime.child import ENTRY
 from samebits.measure.batching import batch_size_of, concat_batches, output_row, random_neighbour, take_sample
 from samebits.measure.processes import ChildJob, ChildRunner
-from samebits.measure.timing import interleaved_times
+from samebits.measure.load import LoadWatch
+from samebits.measure.timing import Spread, Timings, interleaved_times
 from samebits.tensors.compare import compare
 
 SCHEMA_VERSION = 1
+LOOP = "per-sample loop"
+LOOP_SAMPLES = 8  # the loop's samples per round: its rate is per sample, timed beside every batch size
 
 
 @dataclasses.dataclass
@@ -40,18 +42,22 @@ class BenchRow:
     note: str = ""
     backend: str | None = None  # the Predictor's backend (None: the loop or plain eager)
     invariant: bool = False  # a Predictor with invariant=True
+    rate: dict[str, Any] | None = None  # samples/s over the rounds: min, median, max, rounds
+    speedup: dict[str, Any] | None = None  # vs loop, round by round (Ratio.to_dict); None for the loop
 
 
 @dataclasses.dataclass
 class BenchReport:
     model: str
     rows: list[BenchRow]
-    invariance_cost: dict[str, float]  # backend -> invariant / variant throughput at the largest batch
+    invariance_cost: dict[str, float]  # backend -> invariant / any-size throughput at the largest batch (median)
     invariance: dict[str, list[int]]  # invariant config -> the batch sizes it verified and runs
     skipped: list[str]
     seconds: float
     schema_version: int = SCHEMA_VERSION
     plans: dict[str, str] = dataclasses.field(default_factory=dict)  # auto config -> which backend runs which size
+    invariance_cost_spread: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)  # round by round
+    load: dict[str, Any] | None = None  # the machine while the timings ran (Load.to_dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {**dataclasses.asdict(self), "kind": "bench"}
@@ -133,74 +139,92 @@ def bench(
                     )
                 except (BackendUnavailable, UserError) as exc:
                     skipped.append(f"{name}: {exc}")
-        rows: list[BenchRow] = []
         with torch.inference_mode():
-            loop_times = interleaved_times(
-                {"loop": lambda: [s.call(model) for s in pool[: max(batch_sizes)]]}, max(3, rounds // 4), budget
-            )["loop"]
-        loop_rate = max(batch_sizes) / statistics.median(loop_times)
-        rows.append(
+            alone = {"eager": reference, **{name: [p.predict(s) for s in pool] for name, p in predictors.items()}}
+        rows: list[BenchRow] = []
+        loop_seconds: list[float] = []
+        measured: dict[int, Timings] = {}
+        with LoadWatch() as watch:
+            for n in batch_sizes:
+                say(f"batch {n}")
+                batch, loop = concat_batches(pool[:n]), pool[: min(n, LOOP_SAMPLES)]
+
+                def eager() -> Any:
+                    with torch.inference_mode():
+                        return batch.call(model)
+
+                def per_sample() -> Any:
+                    with torch.inference_mode():
+                        return [s.call(model) for s in loop]
+
+                fns: dict[str, Callable[[], Any]] = {"eager": eager}
+                fns.update({name: functools.partial(p.predict, batch) for name, p in predictors.items()})
+                times = interleaved_times({LOOP: per_sample, **fns}, rounds, budget)
+                loop_seconds += [t / len(loop) for t in times[LOOP]]
+                measured[n] = times
+                for name, fn in fns.items():
+                    out = fn()
+                    same_loop = all(
+                        compare(output_row(out, i, n), output_row(reference[i], 0, 1)).identical for i in range(n)
+                    )
+                    same_alone = all(
+                        compare(output_row(out, i, n), output_row(alone[name][i], 0, 1)).identical for i in range(n)
+                    )
+                    median, speedup = times.median(name), times.ratio(LOOP, name, scale=n / len(loop))
+                    rows.append(
+                        BenchRow(
+                            name,
+                            n,
+                            n / median,
+                            median * 1e3,
+                            _percentile(times[name], 0.99) * 1e3,
+                            same_loop,
+                            same_alone,
+                            speedup.median,
+                            backend=kinds.get(name, (None, False))[0],
+                            invariant=kinds.get(name, (None, False))[1],
+                            rate=times.rate(name, per_call=n).to_dict(),
+                            speedup=speedup.to_dict(),
+                        )
+                    )
+        loop_spread = Spread.of(loop_seconds)
+        rows.insert(
+            0,
             BenchRow(
-                "per-sample loop",
+                LOOP,
                 1,
-                loop_rate,
-                statistics.median(loop_times) / max(batch_sizes) * 1e3,
-                _percentile(loop_times, 0.99) / max(batch_sizes) * 1e3,
+                1 / loop_spread.median,
+                loop_spread.median * 1e3,
+                _percentile(loop_seconds, 0.99) * 1e3,
                 True,
                 True,
                 1.0,
-            )
+                rate=Spread.of([1 / t for t in loop_seconds]).to_dict(),
+            ),
         )
-        with torch.inference_mode():
-            alone = {"eager": reference, **{name: [p.predict(s) for s in pool] for name, p in predictors.items()}}
-        for n in batch_sizes:
-            say(f"batch {n}")
-            batch = concat_batches(pool[:n])
-
-            def eager() -> Any:
-                with torch.inference_mode():
-                    return batch.call(model)
-
-            fns: dict[str, Callable[[], Any]] = {"eager": eager}
-            fns.update({name: functools.partial(p.predict, batch) for name, p in predictors.items()})
-            times = interleaved_times(fns, rounds, budget)
-            for name, fn in fns.items():
-                out = fn()
-                same_loop = all(
-                    compare(output_row(out, i, n), output_row(reference[i], 0, 1)).identical for i in range(n)
-                )
-                same_alone = all(
-                    compare(output_row(out, i, n), output_row(alone[name][i], 0, 1)).identical for i in range(n)
-                )
-                median = statistics.median(times[name])
-                rows.append(
-                    BenchRow(
-                        name,
-                        n,
-                        n / median,
-                        median * 1e3,
-                        _percentile(times[name], 0.99) * 1e3,
-                        same_loop,
-                        same_alone,
-                        (n / median) / loop_rate,
-                        backend=kinds.get(name, (None, False))[0],
-                        invariant=kinds.get(name, (None, False))[1],
-                    )
-                )
         if memory:
             _peaks(loaded, example, rows, cache_dir, cap, say)
-        largest = max(batch_sizes)
-        rate = {(r.config, r.batch): r.samples_per_s for r in rows}
-        cost = {
-            b: round(rate[(f"predictor:{b}", largest)] / rate[(f"predictor:{b} (any size)", largest)], 3)
+        largest = measured[max(batch_sizes)]
+        cost = {  # invariant / any-size throughput, round by round
+            b: largest.ratio(f"predictor:{b} (any size)", f"predictor:{b}")
             for b in backends
-            if (f"predictor:{b}", largest) in rate and (f"predictor:{b} (any size)", largest) in rate
+            if f"predictor:{b}" in largest.seconds and f"predictor:{b} (any size)" in largest.seconds
         }
         for p in predictors.values():
             p.close()
         verified = {name: list(p.plan.sizes) for name, p in predictors.items() if p.plan.scheme != "off"}
         plans = {name: p.auto.describe() for name, p in predictors.items() if p.auto is not None}
-        return BenchReport(loaded.spec, rows, cost, verified, skipped, round(time.monotonic() - start, 2), plans=plans)
+        return BenchReport(
+            loaded.spec,
+            rows,
+            {b: round(r.median, 3) for b, r in cost.items()},
+            verified,
+            skipped,
+            round(time.monotonic() - start, 2),
+            plans=plans,
+            invariance_cost_spread={b: r.to_dict() for b, r in cost.items()},
+            load=watch.load.to_dict(),
+        )
 
 
 def _peaks(

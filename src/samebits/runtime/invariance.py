@@ -6,14 +6,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-import statistics
 from collections.abc import Callable
 from typing import Any
 
 
 from samebits.models.inputs import ModelInputs
 from samebits.measure.invariance import measure_batch_invariance
-from samebits.measure.timing import interleaved_times
+from samebits.measure.load import Load
+from samebits.measure.timing import Ratio, interleaved_times
 from samebits.runtime.cache import ArtifactCache
 from samebits.runtime.plan import Difference
 
@@ -77,16 +77,25 @@ class Invariance:
         low, top, tried = min(self.sizes), max(self.sizes), max(timed)
         if low > 1 and timed.get(1) and timed.get(low):
             out.append(
-                f"a single sample runs padded to {low} rows (1 row gives other bits here): "
-                f"{timed[low] / timed[1]:.1f}x the time of a 1-row forward (measured)"
+                f"a single sample runs padded to {low} rows (1 row gives other bits here)"
+                + self._measured(low, 1, 1.0, "its time against a 1-row forward")
             )
         if top < tried and timed.get(top) and timed.get(tried):
-            ratio = (timed[tried] / tried) / (timed[top] / top)
             out.append(
-                f"largest verified batch size {top} (tried up to {tried}): a batch of {tried} runs as "
-                f"{-(-tried // top)} forwards, {ratio:.2f}x the throughput of plain batching at {tried} (measured)"
+                f"largest verified batch size {top} (tried up to {tried}): a batch of {tried} runs as {-(-tried // top)} forwards"
+                + self._measured(tried, top, top / tried, f"throughput against plain batching at {tried}")
             )
         return out
+
+    def _measured(self, slow: int, fast: int, scale: float, what: str) -> str:
+        """``; <what>: 1.3x (1.2-1.5x over 15 rounds)`` from the timed forwards' rounds, where
+        the calibration kept them."""
+        rounds = self.measured.get("forward_rounds") or {}
+        a, b = rounds.get(slow, rounds.get(str(slow))), rounds.get(fast, rounds.get(str(fast)))
+        if not a or not b:
+            return ""
+        ratio = Ratio.over([scale * x / y for x, y in zip(a, b)], Load.from_dict(self.measured.get("load")))
+        return f"; {what}: {ratio.text()}"
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -142,11 +151,17 @@ def bits_against(reference: Any, ours: Any, size: int | None) -> Difference:
     return Difference(result.identical, worst.max_abs, worst.max_rel, worst.brief(), size)
 
 
-def time_forwards(forward_at: Callable[[int], Any], sizes: list[int], budget: float) -> dict[int, float]:
-    """Median seconds of one forward at each size, the sizes timed in interleaved rounds (a
-    warm-up call each first) within ``budget`` seconds."""
+def time_forwards(forward_at: Callable[[int], Any], sizes: list[int], budget: float) -> dict[str, Any]:
+    """One forward at each size timed in interleaved rounds (a warm-up call each first) within
+    ``budget`` seconds: ``forward_seconds`` (medians), ``forward_rounds`` (every round) and the
+    ``load`` meanwhile, as the calibration stores them."""
     fns: dict[str, Callable[[], object]] = {str(s): functools.partial(forward_at, s) for s in sorted(set(sizes))}
-    return {int(size): statistics.median(t) for size, t in interleaved_times(fns, rounds=15, budget=budget).items()}
+    times = interleaved_times(fns, rounds=15, budget=budget)
+    return {
+        "forward_seconds": {int(size): times.median(size) for size in fns},
+        "forward_rounds": {int(size): times[size] for size in fns},
+        "load": times.load.to_dict(),
+    }
 
 
 def calibrate(

@@ -266,7 +266,7 @@ class Predictor:
                 memory_mb=self.memory_budget_mb or default_memory_cap_mb(),
                 device=self.device,
             )
-            inv.measured["forward_seconds"] = self._time_forwards(inv, budget)
+            inv.measured.update(self._time_forwards(inv, budget))
             return inv
 
         inv = cached_calibration(ArtifactCache(self.cache_dir), key, measure)
@@ -318,7 +318,7 @@ class Predictor:
         self.notes += [self.auto.describe(), *self.invariance.notes()]
         self.validation = self.auto.validation()
 
-    def _time_forwards(self, inv: Invariance, budget: float) -> dict[int, float]:
+    def _time_forwards(self, inv: Invariance, budget: float) -> dict[str, Any]:
         """One forward timed at every verified size, at 1 row and at the largest size tried (what
         the plan's choice and its notes compare), sizes whose forward raised left out."""
         if not inv.sizes:
