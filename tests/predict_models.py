@@ -65,3 +65,18 @@ class OddOutput(MLP):
 def odd_output():
     torch.manual_seed(0)
     return OddOutput(), torch.randn(8, 16)
+
+
+class RaisesOnLarge(MLP):
+    """Raises on a sample with a value over 50: a user's model that breaks on some data only
+    (after its calibration on the example went through)."""
+
+    def forward(self, x):
+        if x.abs().max() > 50:
+            raise ValueError("a value over 50: this model cannot take it")
+        return self.body(x)
+
+
+def raises_on_large():
+    torch.manual_seed(0)
+    return RaisesOnLarge(), torch.randn(8, 16)

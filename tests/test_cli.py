@@ -61,6 +61,25 @@ def test_third_party_progress_bars_stay_off_the_terminal_unless_verbose():
     assert loud.returncode == 0 and "Loading weights" in loud.stderr  # the bar is there to hide
 
 
+def test_transformers_logs_stay_off_the_terminal_in_children_too_unless_verbose(tmp_path):
+    import pytest
+
+    pytest.importorskip("transformers")
+    factory = tmp_path / "logs.py"
+    factory.write_text(
+        "import torch, transformers\n"
+        "def build():\n"
+        "    transformers.logging.get_logger('transformers.configuration_utils').warning('A CONFIG WARNING')\n"
+        "    return torch.nn.Linear(4, 2).eval()\n"
+    )
+    args = ("check", f"{factory}:build", "--input-shape", "2,4", "--axes", "repeat,process")
+    quiet = run_cli(*args, timeout=300)  # the process axis loads the model again in a child
+    assert quiet.returncode in (0, 1), quiet.stderr
+    assert "A CONFIG WARNING" not in quiet.stdout + quiet.stderr
+    loud = run_cli("--verbose", *args, timeout=300)
+    assert "A CONFIG WARNING" in loud.stderr
+
+
 def test_a_long_message_from_another_library_is_cut_to_one_line_unless_verbose():
     spec = f"{TESTS / 'check_models.py'}:long_error"
     short = run_cli("check", spec)

@@ -205,6 +205,22 @@ def test_workers_give_the_same_bytes_as_one_process(inputs, tmp_path):
         predict(torch.nn.Linear(16, 5), [str(inputs)], tmp_path / "obj", workers=2)
 
 
+def test_a_forward_that_raises_in_a_worker_is_the_models_error_exit_2(tmp_path):
+    data = torch.randn(40, 16, generator=torch.Generator().manual_seed(1))
+    data[33, 4] = 1000.0  # shard 3 of 4: its worker's forward raises
+    np.save(tmp_path / "x.npy", data.numpy())
+    spec = f"{HERE / 'predict_models.py'}:raises_on_large"
+    for workers in ("1", "2"):
+        out = tmp_path / f"out{workers}"
+        result = run_cli(
+            "predict", spec, str(tmp_path / "x.npy"), "-o", str(out), "--shard-size", "10", "--workers", workers
+        )
+        assert result.returncode == 2, result.stderr
+        (line,) = [line for line in result.stderr.splitlines() if line.startswith("samebits: error:")]
+        assert "the model's forward raised" in line and "ValueError: a value over 50" in line
+        assert "internal error" not in result.stderr and "Traceback" not in result.stderr
+
+
 def test_a_model_whose_bits_follow_the_thread_count_gets_one_thread_per_worker(tmp_path):
     import predict_models
     from samebits.measure.threads import num_threads

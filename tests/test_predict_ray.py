@@ -79,3 +79,16 @@ def test_predict_with_the_ray_engine_writes_the_local_bytes(local_ray, samples, 
     assert shards(tmp_path / "ray") == shards(tmp_path / "local")
     manifest = lambda out: json.loads((out / "manifest.json").read_text())["shards"]  # noqa: E731
     assert manifest(tmp_path / "ray") == manifest(tmp_path / "local")
+
+
+def test_a_forward_that_raises_in_an_actor_is_the_models_error(local_ray, tmp_path):
+    data = torch.randn(40, 16, generator=torch.Generator().manual_seed(1))
+    data[33, 4] = 1000.0
+    np.save(tmp_path / "x.npy", data.numpy())
+    spec = f"{HERE / 'predict_models.py'}:raises_on_large"
+    with pytest.raises(UserError, match=r"the model's forward raised .*ValueError: a value over 50"):
+        predict(spec, [str(tmp_path / "x.npy")], tmp_path / "ray", shard_size=10, workers=2, engine="ray")
+    ds = ray.data.from_items([{"id": i, "x": row.numpy()} for i, row in enumerate(data)])
+    with pytest.raises(Exception, match=r"the model's forward raised .*ValueError: a value over 50") as caught:
+        predict_dataset(ds, spec, batch_size=8).take_all()
+    assert "internal error" not in str(caught.value)

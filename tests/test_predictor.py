@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import re
+
 import pytest
 import torch
 
@@ -124,8 +126,10 @@ def test_errors(cache):
 
 def test_cache_cli_lists_and_clears(cache):
     samebits.Predictor("demo:mlp", cache_dir=cache, deterministic=False)
-    listed = run_cli("cache", "list", "--cache-dir", str(cache))
+    listed = run_cli("cache", "list", "--cache-dir", str(cache), env=scrubbed_env(COLUMNS="200"))
     assert listed.returncode == 0 and "calibration-" in listed.stdout
+    # what each entry is for and when it was written, not only its hash
+    assert re.search(r"MLP on eager, cpu, up to \d+ rows: batch sizes [\d, ]+ verified +20\d\d-", listed.stdout)
     cleared = run_cli("cache", "clear", "--cache-dir", str(cache))
     assert cleared.returncode == 0 and "removed 1 entries" in cleared.stdout
     assert "empty" in run_cli("cache", "list", "--cache-dir", str(cache)).stdout

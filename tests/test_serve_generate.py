@@ -132,3 +132,20 @@ def test_threads_option_sets_the_model_threads_before_calibration():
         predictor.close()
     finally:
         torch.set_num_threads(before)
+
+
+def test_a_generate_that_raises_is_the_models_error_in_one_line(tmp_path):
+    # a GPT-2 config whose eos id lies outside its vocabulary: its generate raises IndexError
+    from fastapi.testclient import TestClient
+
+    import check_models
+
+    model, example = check_models.generate_raises()
+    app, predictor, _ = build(model, example, ServeOptions(max_batch_size=4, max_wait_ms=1))
+    try:
+        with TestClient(app) as client:
+            status, body = ask(client, app.state.model_name, {"input_ids": [5, 6, 7]})
+    finally:
+        predictor.close()
+    assert status == 500 and "\n" not in body["error"]
+    assert "the model's generate raised IndexError" in body["error"] and "internal error" not in body["error"]

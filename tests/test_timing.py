@@ -99,7 +99,14 @@ def test_doctor_and_bench_under_a_cpu_hog_print_no_bare_ratio(tmp_path):
     cores = max(1, round(usable_cores()))
     with cpu_hog(2 * cores):
         doctor = run_cli(
-            "doctor", "demo:mlp", "--backends", "onnxruntime", "--json", str(tmp_path / "d.json"), timeout=400
+            "doctor",
+            "demo:mlp",
+            "--backends",
+            "onnxruntime",
+            "--json",
+            str(tmp_path / "d.json"),
+            env=scrubbed_env(COLUMNS="80"),
+            timeout=400,
         )
         bench = run_cli(
             "bench",
@@ -124,6 +131,9 @@ def test_doctor_and_bench_under_a_cpu_hog_print_no_bare_ratio(tmp_path):
         assert bare_ratios(result.stdout) == [], result.stdout
     d, b = json.loads((tmp_path / "d.json").read_text()), json.loads((tmp_path / "b.json").read_text())
     probes = {p["probe"]: p for p in d["probes"]}
+    shown = set(doctor.stdout.split())  # at 80 columns every probe's words are printed whole
+    assert max(len(line) for line in doctor.stdout.splitlines()) <= 80
+    assert [w for p in probes.values() for w in p["summary"].split() if w not in shown] == []
     speedup = probes["batching throughput"]["details"]["speedup"]
     assert speedup["min"] <= speedup["median"] <= speedup["max"] and speedup["load"]["cores"] == usable_cores()
     assert all(r["rate"]["min"] <= r["rate"]["median"] <= r["rate"]["max"] for r in b["rows"])

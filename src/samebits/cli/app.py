@@ -119,6 +119,9 @@ def main(argv: list[str] | None = None) -> None:
             command = next((a for a in own if not a.startswith("-")), None)
             if command != "run":  # `samebits run` hands the user's program its own environment
                 _no_progress_bars()
+                # transformers sets its loggers' level when imported (after this): its own variable
+                # is what holds, here and in the children samebits starts
+                os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
         code = _signal_code(_run(args, debug))
     if caught and code in (0, 1):
         sources = sorted({_package_of(w.filename) for w in caught})

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import time
+
 from typing import Optional
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.markup import escape
+from rich.table import Column, Table
 
 cache_app = typer.Typer(help="The Predictor's cached artifacts and calibrations.", no_args_is_help=True)
 DirOpt = typer.Option(None, "--cache-dir", metavar="DIR", help="Default: $SAMEBITS_CACHE_DIR or ~/.cache/samebits.")
@@ -25,9 +28,18 @@ def list_command(cache_dir: Optional[str] = DirOpt) -> None:
     if not entries:
         console.print(f"{folder}: empty")
         return
-    table = Table("name", "kind", "size", box=None, title=str(folder), title_justify="left")
+    table = Table(
+        Column("what it is", overflow="fold", ratio=3),
+        Column("written", no_wrap=True),
+        Column("size", justify="right", no_wrap=True),
+        Column("file", overflow="fold", ratio=2),
+        box=None,
+        title=str(folder),
+        title_justify="left",
+    )
     for e in entries:
-        table.add_row(e["name"], e["kind"], f"{e['bytes'] / 1024:.1f} KiB")
+        written = time.strftime("%Y-%m-%d %H:%M", time.localtime(e["written"])) if e["written"] else "-"
+        table.add_row(escape(e["what"]), written, f"{e['bytes'] / 1024:.1f} KiB", escape(e["name"]))
     console.print(table)
 
 

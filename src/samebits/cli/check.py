@@ -32,7 +32,9 @@ def check_command(
     input_shape: Optional[list[str]] = opts.ShapeOpt,
     dtype: Optional[list[str]] = opts.DtypeOpt,
     int_range: Optional[str] = opts.IntRangeOpt,
-    axes: str = typer.Option(",".join(D.axes), "--axes", help="Axes to run, comma-separated."),
+    axes: str = typer.Option(
+        ",".join(D.axes), "--axes", help="Axes to run, comma-separated.", show_default=", ".join(D.axes)
+    ),
     runs: int = typer.Option(D.runs, "--runs", help="Runs on the repeat and seed axes."),
     processes: int = typer.Option(D.processes, "--processes", help="Fresh processes on the process axis."),
     threads: Optional[str] = typer.Option(

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.table import Table
+from rich.markup import escape
+from rich.table import Column, Table
 
 from samebits.files import BadJson, read_json
 from samebits.cli import inputs as opts
@@ -75,9 +76,12 @@ def env_command(
     if not changes:
         console.print(f"No differences between {diff} and {other or 'this machine'}.")
         return
-    table = Table("field", diff, other or "this machine", "likely effect", title="Fingerprint differences")
+    table = Table(
+        *(Column(h, overflow="fold") for h in ("field", diff, other or "this machine", "likely effect")),
+        title="Fingerprint differences",
+    )
     for c in changes:
-        table.add_row(("[bold]" if c.affects_bits else "") + c.field, _short(c.old), _short(c.new), c.note)
+        table.add_row(("[bold]" if c.affects_bits else "") + escape(c.field), _text(c.old), _text(c.new), c.note)
     console.print(table)
     affecting = sum(c.affects_bits for c in changes)
     console.print(f"{len(changes)} field(s) differ, {affecting} of them can change bits.")
@@ -85,19 +89,24 @@ def env_command(
         raise typer.Exit(1)
 
 
-def _short(value: object) -> str:
-    text = json.dumps(value) if not isinstance(value, str) else value
-    return text if len(text) <= 60 else text[:57] + "..."
+def _text(value: object) -> str:
+    """A value whole (a narrow terminal folds it; nothing is cut)."""
+    return escape(value if isinstance(value, str) else json.dumps(value))
 
 
 def _render_fingerprint(console, data: dict) -> None:
     from samebits.fingerprint.diff import flatten_fields
 
-    table = Table("field", "value", title="samebits environment fingerprint", box=None, title_justify="left")
+    table = Table(
+        Column("field", overflow="fold", ratio=1),
+        Column("value", overflow="fold", ratio=1),
+        title="samebits environment fingerprint",
+        box=None,
+        title_justify="left",
+    )
     for field, value in flatten_fields(data).items():
-        if field in ("kind", "schema_version"):
-            continue
-        table.add_row(field, _short(value) if not isinstance(value, str) else value)
+        if field not in ("kind", "schema_version"):
+            table.add_row(escape(field), _text(value))
     console.print(table)
 
 

@@ -23,7 +23,7 @@ def record_command(
     seed: int = typer.Option(D.seed, "--seed", help="Seed of the determinism profile (and of random inputs)."),
     threads: Optional[int] = typer.Option(D.threads, "--threads", min=1, help="Intra-op threads during the run."),
     no_deterministic: bool = typer.Option(
-        not D.deterministic, "--no-deterministic", help="Run without samebits.deterministic()."
+        not D.deterministic, "--no-deterministic", help="Run without samebits' deterministic profile."
     ),
     runtime: Optional[str] = typer.Option(
         D.runtime,

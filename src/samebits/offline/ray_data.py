@@ -62,9 +62,15 @@ class Scorer:
             )
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
+        from samebits.errors import UserError, first_line
         from samebits.tensors.tree import flatten
 
-        output = self.predictor.predict(_inputs(batch, self.job["columns"]))
+        try:
+            output = self.predictor.predict(_inputs(batch, self.job["columns"]))
+        except UserError:
+            raise
+        except Exception as exc:  # the user's model: its error, named as such (Ray re-raises it)
+            raise UserError(f"the model's forward raised {first_line(exc, with_type=True)}") from None
         result = {c: batch[c] for c in self.job["keep"]}
         for path, leaf in flatten(output).items():
             result[path.strip(".") or "output"] = leaf.numpy()

@@ -236,7 +236,12 @@ def plan_auto(
         return cached, members
     plan, members = _measure(owner, names, budget, allow_drift)
     if store.writable or not store.is_cache:
-        store.build_once(name, lambda tmp: tmp.write_text(json.dumps(plan.to_dict())), kind="auto plan")
+        store.build_once(
+            name,
+            lambda tmp: tmp.write_text(json.dumps(plan.to_dict())),
+            kind="auto plan",
+            what=f"{type(owner.model).__name__}: {plan.describe()}",
+        )
     return plan, members
 
 

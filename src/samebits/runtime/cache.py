@@ -7,6 +7,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import time
 import os
 import warnings
 from collections.abc import Callable, Iterator
@@ -159,11 +160,13 @@ class ArtifactCache:
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
-    def _record(self, name: str, kind: str) -> None:
+    def _record(self, name: str, kind: str, what: str | None = None) -> None:
         path = self.folder / name
         with self.lock(MANIFEST):
             entries = self.manifest()
-            entries[name] = {"kind": kind, "sha256": _sha256(path)}
+            entries[name] = {"kind": kind, "sha256": _sha256(path), "written": time.time()}
+            if what:
+                entries[name]["what"] = what
             self._write(
                 MANIFEST,
                 lambda tmp: tmp.write_text(json.dumps({"version": 1, "entries": entries}, indent=1, sort_keys=True)),
@@ -179,12 +182,19 @@ class ArtifactCache:
         return entry.get("sha256") is None or entry["sha256"] == _sha256(self.folder / name)
 
     def build_once(
-        self, name: str, build: Callable[[Path], object], *, kind: str = "artifact", code: bool = False
+        self,
+        name: str,
+        build: Callable[[Path], object],
+        *,
+        kind: str = "artifact",
+        code: bool = False,
+        what: str | None = None,
     ) -> bool:
         """Make entry ``name`` exist and match the digest recorded when it was built: if it
         does not (missing, corrupt, planted), ``build(tmp)`` writes a temporary file that is
         renamed into place under the lock and recorded. ``code``: the entry can run code when
-        loaded, so the folder must be trusted. True when built here, False on a cache hit."""
+        loaded, so the folder must be trusted; ``what``: what it is for, in words, for
+        ``cache list``. True when built here, False on a cache hit."""
         if code and (reason := self.untrusted_reason()):
             raise CacheError(f"{reason}: samebits does not load code from it; chmod go-w it or pass another cache_dir")
         if not self.writable and self.is_cache:
@@ -203,7 +213,7 @@ class ArtifactCache:
                     stacklevel=3,
                 )
             self._write(name, build)
-            self._record(name, kind)
+            self._record(name, kind, what)
             return True
 
     def read_json(self, name: str) -> dict[str, Any] | None:
@@ -227,13 +237,23 @@ class ArtifactCache:
 
     # -- listing and clearing -------------------------------------------------------------------
     def entries(self) -> list[dict[str, Any]]:
-        """Every entry samebits wrote: name, kind, size."""
+        """Every entry samebits wrote: name, kind, size, what it is for and when it was written."""
         out = []
         for name, entry in sorted(self.manifest().items()):
             p = self.folder / name
             if p.is_symlink() or not p.exists():  # samebits writes no links: one is not its entry
                 continue
-            out.append({"name": name, "kind": entry.get("kind", "artifact"), "bytes": tree_bytes(p)})
+            what = entry.get("what") if isinstance(entry.get("what"), str) else None
+            written = entry.get("written") if isinstance(entry.get("written"), (int, float)) else None
+            out.append(
+                {
+                    "name": name,
+                    "kind": entry.get("kind", "artifact"),
+                    "bytes": tree_bytes(p),
+                    "what": what or _what_of(name),
+                    "written": written,
+                }
+            )
         return out
 
     def clear(self) -> int:
@@ -266,3 +286,12 @@ class ArtifactCache:
 def build_once(path: Path, build: Callable[[Path], object], *, code: bool = False) -> bool:
     """:meth:`ArtifactCache.build_once` for ``path`` in its folder."""
     return ArtifactCache(path.parent).build_once(path.name, build, code=code)
+
+
+def _what_of(name: str) -> str:
+    """What an entry is, from its name, where the manifest does not say (entries written before
+    it did, and the backends' artifacts, named after their backend)."""
+    prefix = name.split("-", 1)[0]
+    return {"calibration": "batch-invariance calibration", "auto": "backend=auto plan", "thread": "thread plan"}.get(
+        prefix, f"{prefix} artifact"
+    )

@@ -202,7 +202,9 @@ def calibrate(
     return Invariance(scheme, sorted(chosen), details, measured.seconds)
 
 
-def cached_calibration(store: ArtifactCache, key: str, measure: Callable[[], Invariance]) -> Invariance:
+def cached_calibration(
+    store: ArtifactCache, key: str, measure: Callable[[], Invariance], what: str | None = None
+) -> Invariance:
     """The calibration cached under ``key`` (marked ``cached``), else ``measure()``'s, cached
     where the cache can be written; a corrupt or planted entry is measured again (with a warning)."""
     name = f"calibration-{key}.json"
@@ -211,7 +213,12 @@ def cached_calibration(store: ArtifactCache, key: str, measure: Callable[[], Inv
         return Invariance(data["scheme"], data["sizes"], {**data["measured"], "cached": True}, data["seconds"])
     inv = measure()
     if store.writable or not store.is_cache:
-        store.build_once(name, lambda tmp: tmp.write_text(json.dumps(inv.to_dict())), kind="calibration")
+        store.build_once(
+            name,
+            lambda tmp: tmp.write_text(json.dumps(inv.to_dict())),
+            kind="calibration",
+            what=f"{what}: batch sizes {', '.join(map(str, inv.sizes)) or 'none'} verified" if what else None,
+        )
     return inv
 
 

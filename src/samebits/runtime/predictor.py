@@ -269,7 +269,8 @@ class Predictor:
             inv.measured.update(self._time_forwards(inv, budget))
             return inv
 
-        inv = cached_calibration(ArtifactCache(self.cache_dir), key, measure)
+        what = f"{type(self.model).__name__} on {self.backend}, {self.device}, up to {self.max_batch_size} rows"
+        inv = cached_calibration(ArtifactCache(self.cache_dir), key, measure, what)
         note = over_budget(inv, candidates, budget)
         if note is not None:
             self.notes.append(note)

@@ -1,0 +1,46 @@
+"""At 80 columns every table keeps every value: env, `--help` of every command (bench, check and
+doctor are held to it in tests/test_report.py and tests/test_timing.py)."""
+
+import json
+import re
+
+import pytest
+
+from conftest import run_cli, scrubbed_env
+
+NARROW = scrubbed_env(COLUMNS="80")
+COMMANDS = ["check", "doctor", "bench", "record", "verify", "predict", "serve", "env", "lint", "run", "report", "demo"]
+
+
+def column(text: str, header: str, until: str | None = None) -> str:
+    """Everything printed under ``header`` (a left-aligned column, up to the column headed
+    ``until`` or the table's edge), whitespace removed: a folded or wrapped value reads whole."""
+    lines = text.splitlines()
+    (top,) = [i for i, line in enumerate(lines) if re.match(r"\s*field\s+value\s*$", line)]
+    start, end = lines[top].index(header), lines[top].index(until) if until else None
+    return "".join(line[start:end].strip() for line in lines[top + 1 :]).replace(" ", "")
+
+
+def test_env_keeps_every_field_and_value_whole_at_80_columns(tmp_path):
+    fingerprint = tmp_path / "fp.json"
+    result = run_cli("env", "--json", str(fingerprint), env=NARROW)
+    assert result.returncode == 0, result.stderr
+    assert max(len(line) for line in result.stdout.splitlines()) <= 80
+    from samebits.fingerprint.diff import flatten_fields
+
+    fields = {k: v for k, v in flatten_fields(json.loads(fingerprint.read_text())).items() if k != "schema_version"}
+    fields.pop("kind", None)
+    names, values = column(result.stdout, "field", until="value"), column(result.stdout, "value")
+    for name, value in fields.items():
+        assert name.replace(" ", "") in names, name  # not "flags.torch.backends.cuda.matmul.allo…"
+        shown = value if isinstance(value, str) else json.dumps(value)
+        assert shown.replace(" ", "") in values, (name, shown)
+    assert "…" not in result.stdout
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_cuts_nothing_at_80_columns(command):
+    result = run_cli(command, "--help", env=NARROW)
+    assert result.returncode == 0, result.stderr
+    assert "…" not in result.stdout, [line for line in result.stdout.splitlines() if "…" in line]
+    assert max(len(line) for line in result.stdout.splitlines()) <= 80
