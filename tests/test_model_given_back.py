@@ -56,6 +56,34 @@ def _predictor(model, tmp_path, **kw):
     return p
 
 
+def _golden_fixture(model, tmp_path):
+    from types import SimpleNamespace
+
+    from samebits.pytest_plugin import GoldenFixture
+
+    node = SimpleNamespace(path=tmp_path / "test_model.py", name="test_model")
+    updating = GoldenFixture(SimpleNamespace(node=node, config=SimpleNamespace(getoption=lambda name: True)))
+    updating.check(model, _x())  # pytest --samebits-update: writes the golden
+    GoldenFixture(SimpleNamespace(node=node, config=SimpleNamespace(getoption=lambda name: False))).check(model, _x())
+
+
+def _served(model, tmp_path):
+    pytest.importorskip("fastapi", reason="samebits serve needs its extra")
+    from fastapi.testclient import TestClient
+
+    from samebits.serve.options import ServeOptions
+    from samebits.serve.server import build
+
+    app, predictor, _ = build(model, _x(), ServeOptions(max_batch_size=4))
+    try:
+        with TestClient(app) as client:
+            rows = _x()[:2].tolist()
+            body = {"inputs": [{"name": "x", "shape": [2, 3, 8, 8], "datatype": "FP32", "data": rows}]}
+            assert client.post(f"/v2/models/{app.state.model_name}/infer", json=body).status_code == 200
+    finally:
+        predictor.close()
+
+
 CAPABILITIES = {
     "check": lambda m, tmp: samebits.check(m, _x(), axes=("repeat", "state", "batch", "layout"), batch_sizes=(1, 2)),
     "check with a dtype": lambda m, tmp: samebits.check(m, _x(), axes=("repeat",), dtype="float64"),
@@ -66,6 +94,8 @@ CAPABILITIES = {
     "record and verify": lambda m, tmp: samebits.verify(samebits.record(m, tmp / "g.safetensors", _x()), m),
     "Predictor": _predictor,
     "Predictor with a dtype": lambda m, tmp: _predictor(m, tmp, dtype="float64"),
+    "the pytest plugin": _golden_fixture,
+    "serve's Python API": _served,
 }
 
 
