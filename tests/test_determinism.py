@@ -162,6 +162,23 @@ def test_cublas_workspace_is_one_way_once_cuda_started(monkeypatch):
         os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)  # one-way by design: monkeypatch did not own it
 
 
+def test_cublas_workspace_is_set_even_when_cuda_started_before(monkeypatch):
+    # deterministic(device="cuda") captures the CUDA RNG states first, which initialises CUDA;
+    # torch reads the variable at each cuBLAS call, not at CUDA init: it must still be set (B1)
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    monkeypatch.setattr(torch.version, "cuda", "12.1")
+    monkeypatch.setattr(catalog, "torch_checks_cublas_workspace", lambda: True)
+    monkeypatch.setattr(catalog, "cuda_initialized", lambda: True)
+    try:
+        with deterministic(0) as record:
+            assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"
+        change = record["CUBLAS_WORKSPACE_CONFIG"]
+        assert change.changed and change.one_way and "a cuBLAS call made before" in change.note
+        assert "has read it already" not in change.note
+    finally:
+        os.environ.pop("CUBLAS_WORKSPACE_CONFIG", None)  # one-way while CUDA runs
+
+
 def test_cublas_workspace_not_needed_where_torch_no_longer_checks(monkeypatch):
     monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
     monkeypatch.setattr(torch.version, "cuda", "13.0")

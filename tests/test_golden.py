@@ -221,3 +221,21 @@ def test_verify_says_the_weights_changed_and_which(tmp_path):
     assert not report.ok and report.weights_changed == ["2.weight"]
     data = report.to_dict()
     assert data["weights_changed"] == ["2.weight"]
+
+
+def test_a_golden_records_its_device_and_verify_runs_on_the_same_kind(golden, tmp_path):
+    # B7: record and verify take --device; a golden recorded on a GPU is verified on one
+    assert read_golden(golden).header["device"] == "cpu"
+    assert verify(golden, spec("make"), device="cpu").ok
+    if not torch.cuda.is_available():
+        with pytest.raises(UserError, match="CUDA is not available here"):
+            verify(golden, spec("make"), device="cuda")
+    with pytest.raises(UserError, match="CUDA is not available here"):
+        record(spec("make"), tmp_path / "gpu.safetensors", device="cuda")
+    rewrite(golden, edit_header=lambda h: h.update(device="cuda"))
+    result = run_cli("verify", str(golden), spec("make"), "--device", "cpu")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert "was recorded on cuda; verify runs on the same kind of device, not cpu (--device cuda)" in result.stderr
+    rewrite(golden, edit_header=lambda h: h.update(device="tpu"))
+    with pytest.raises(GoldenError, match="recorded on 'tpu', not a device samebits knows"):
+        read_golden(golden)

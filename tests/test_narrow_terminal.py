@@ -44,3 +44,25 @@ def test_help_cuts_nothing_at_80_columns(command):
     assert result.returncode == 0, result.stderr
     assert "…" not in result.stdout, [line for line in result.stdout.splitlines() if "…" in line]
     assert max(len(line) for line in result.stdout.splitlines()) <= 80
+
+
+def test_verify_of_a_changed_model_keeps_every_name_at_80_columns(tmp_path):
+    golden = tmp_path / "g.safetensors"
+    assert run_cli("record", "demo:transformer", "-o", str(golden), env=NARROW).returncode == 0
+    factory = tmp_path / "nudged.py"
+    factory.write_text(
+        "import torch\n"
+        "from samebits.models.demos import transformer\n"
+        "def build():\n"
+        "    model, x = transformer()\n"
+        "    with torch.no_grad():\n"
+        "        next(model.parameters()).add_(1e-3)\n"
+        "    return model, x\n"
+    )
+    result = run_cli("verify", str(golden), f"{factory}:build", "--json", str(tmp_path / "v.json"), env=NARROW)
+    assert result.returncode == 1, result.stderr
+    assert max(len(line) for line in result.stdout.splitlines()) <= 80
+    data = json.loads((tmp_path / "v.json").read_text())
+    shown = set(result.stdout.split())
+    assert all((item["path"] or "<output>") in shown for item in data["items"])
+    assert "…" not in result.stdout and "the weights changed since recording" in " ".join(result.stdout.split())

@@ -179,3 +179,16 @@ def test_predictor_notes_give_their_cost_as_a_range_or_say_it_is_not_measurable(
     assert all("not measurable here (load 4.1 on 2 cores" in n for n in busy)
     old = Invariance("class", [2, 8], measured).notes()  # a calibration cached before rounds were kept
     assert bare_ratios(" ".join(old)) == [] and "padded to 2 rows" in old[0]
+
+
+def test_timings_wait_for_the_gpu_where_cuda_runs(monkeypatch):
+    # B4: a CUDA call returns once its kernels are queued; without a synchronize every timing
+    # (doctor's speedups, the plan's sizes, auto's ranking) measured kernel launches
+    import torch
+
+    synced = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: synced.append(1))
+    times = interleaved_times({"a": lambda: None, "b": lambda: None}, rounds=3, budget=60)
+    assert len(synced) == 1 + sum(len(v) for v in times.seconds.values())  # after the warm-ups, after each call

@@ -7,7 +7,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import torch
 
 from samebits.measure.model_state import model_given_back
 from samebits.checker.axes.batch import batch_axis
@@ -59,8 +58,7 @@ def _validate(options: CheckOptions) -> None:
     if options.batch_dim < 0:
         raise UserError(f"batch_dim (--batch-dim) must be >= 0, not {options.batch_dim}")
     check_device(options.device)
-    if options.device.startswith("cuda") and not torch.cuda.is_available():
-        raise UserError("device cuda was asked for, but CUDA is not available here (torch build or driver)")
+    check_device(options.device)
     if options.atol < 0 or options.rtol < 0:
         raise UserError(f"tolerances must be >= 0 (got atol={options.atol}, rtol={options.rtol})")
 
@@ -146,7 +144,9 @@ def check(
             parse_runtime(opts.runtime)
             say(f"building the {opts.runtime} runtime")
             with isolate_rng(opts.device):
-                model = runtime_model(model, model_inputs, opts.runtime, max_batch_size=opts.max_batch_size)
+                model = runtime_model(
+                    model, model_inputs, opts.runtime, max_batch_size=opts.max_batch_size, device=opts.device
+                )
             predictor, hookable = model.predictor, False
         ctx = CheckContext(model, model_inputs, opts, spec, hookable, say, predictor.model if predictor else None)
         results: dict[str, AxisResult] = {}

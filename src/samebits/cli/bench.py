@@ -44,6 +44,7 @@ def bench_command(
     timeout: float = typer.Option(
         D.timeout, "--timeout", help="Seconds a forward may go without progress before the bench ends (exit 2)."
     ),
+    device: str = opts.DeviceOpt,
     json_path: Optional[str] = opts.JsonOpt,
     html_path: Optional[str] = opts.HtmlOpt,
 ) -> None:
@@ -75,6 +76,7 @@ def bench_command(
             memory=not no_memory,
             max_batch_size=max_batch_size,
             progress=progress.update,
+            device=device,
         )
     data = report.to_dict()
     write_json(data, json_path)

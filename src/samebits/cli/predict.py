@@ -80,6 +80,7 @@ def predict_command(
     engine: str = typer.Option(
         "local", "--engine", help="local (worker processes here) or ray (Ray actors: a local Ray, or RAY_ADDRESS)."
     ),
+    device: str = opts.DeviceOpt,
     threads_per_worker: Optional[int] = typer.Option(
         None,
         "--threads-per-worker",
@@ -135,6 +136,7 @@ def predict_command(
             skip_bad=skip_bad,
             image=image,
             progress=progress,
+            device=device,
         )
     for note in report.notes:
         typer.echo(f"note: {note}", err=True)

@@ -31,6 +31,7 @@ def record_command(
         metavar="predictor[:BACKEND]",
         help="Record through a samebits.Predictor (as samebits serve runs it); verify runs it the same way.",
     ),
+    device: str = opts.DeviceOpt,
 ) -> None:
     """Pin MODEL's outputs in a golden file.
 
@@ -43,7 +44,7 @@ def record_command(
 
     opts.bound_loading()
     loaded, inputs, model_dtype = opts.load_target(model, input_file, input_shape, dtype, int_range, seed)
-    loaded.model, inputs = prepare(loaded.model, inputs, "cpu", model_dtype)
+    loaded.model, inputs = prepare(loaded.model, inputs, device, model_dtype)
     path = record(
         loaded,
         output,
@@ -53,6 +54,7 @@ def record_command(
         seed=seed,
         threads=threads,
         runtime=runtime,
+        device=device,
     )
     typer.echo(f"recorded {path} ({loaded.spec})")
 

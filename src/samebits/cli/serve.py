@@ -75,6 +75,7 @@ def serve_command(
         min=1,
         help="The model's intra-op threads, set before calibration [default: every core]. Fewer leave cores for the HTTP stack.",
     ),
+    device: str = opts.DeviceOpt,
     isolate: bool = typer.Option(
         False,
         "--isolate",
@@ -112,9 +113,13 @@ def serve_command(
         pad=tuple(pad or ()),
         pad_lengths=opts.parse_ints(pad_lengths, "--pad-lengths") or D.pad_lengths,
         threads=threads,
+        device=device,
     )
     opts.bound_loading()
     batch_rows(max_batch_size, "--max-batch-size")
+    from samebits.measure.prepare import check_device
+
+    check_device(device)  # before anything is loaded or calibrated
     if isolate:
         if input_file or input_shape or dtype or int_range:
             raise UserError(

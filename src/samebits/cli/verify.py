@@ -57,6 +57,11 @@ def verify_command(
     ),
     atol: Optional[float] = typer.Option(None, "--atol", help="Absolute tolerance (with --rtol)."),
     rtol: Optional[float] = typer.Option(None, "--rtol", help="Relative tolerance (with --atol)."),
+    device: Optional[str] = typer.Option(
+        None,
+        "--device",
+        help="cpu, cuda, cuda:N or mps, of the kind the golden was recorded on [default: the golden's device].",
+    ),
     json_path: Optional[str] = opts.JsonOpt,
     html_path: Optional[str] = opts.HtmlOpt,
 ) -> None:
@@ -78,7 +83,7 @@ def verify_command(
     check_html_path(html_path)
     # Which model is loaded, for a person watching; logs and CI get the report (and one error line).
     announce = (lambda m: print(f"samebits verify: {m}", file=sys.stderr)) if sys.stderr.isatty() else None
-    report = verify(golden, model, exact=exact, atol=atol, rtol=rtol, announce=announce, layout=layout)
+    report = verify(golden, model, exact=exact, atol=atol, rtol=rtol, announce=announce, layout=layout, device=device)
     data = report.to_dict()
     write_json(data, json_path)
     write_html(data, html_path)

@@ -152,7 +152,10 @@ def env_switch(var: str) -> Switch:
 def cublas_workspace() -> Switch:
     sw = env_switch("CUBLAS_WORKSPACE_CONFIG")
     sw.one_way = lambda: (
-        "one-way: cuBLAS has read it (CUDA is initialised), so it stays set" if cuda_initialized() else None
+        "one-way: CUDA is running, so it stays set; torch checks it at every cuBLAS call, but a cuBLAS call "
+        "made before fixed the workspace size (set it before the process starts: `samebits run -- ...`)"
+        if cuda_initialized()
+        else None
     )
     return sw
 

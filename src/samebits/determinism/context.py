@@ -133,23 +133,14 @@ def _hash_seed_entry() -> SwitchChange:
 
 
 def _cublas_entry(session: SwitchSession) -> None:
+    """``CUBLAS_WORKSPACE_CONFIG``: torch reads it at each cuBLAS call under deterministic
+    algorithms, and fixes the workspace size at the process's first cuBLAS call, not when CUDA
+    starts: so it is set even where CUDA is already initialised (capturing the CUDA RNG states
+    initialises it), with a note where a cuBLAS call may have come first."""
     if not (catalog.torch.version.cuda):
         return
     sw = catalog.cublas_workspace()
-    if catalog.cuda_initialized():
-        value = sw.read()
-        ok = value in (":4096:8", ":16:8") or not catalog.torch_checks_cublas_workspace()
-        session.note(
-            SwitchChange(
-                sw.name,
-                value,
-                value,
-                changed=False,
-                effective=ok,
-                note="CUDA is initialised: cuBLAS has read it already",
-            )
-        )
-    elif not catalog.torch_checks_cublas_workspace():
+    if not catalog.torch_checks_cublas_workspace():
         value = sw.read()
         session.note(
             SwitchChange(
@@ -162,7 +153,7 @@ def _cublas_entry(session: SwitchSession) -> None:
             )
         )
     elif sw.read() not in (":4096:8", ":16:8"):
-        session.set(sw, ":4096:8")
+        session.set(sw, ":4096:8")  # where CUDA runs already, the switch's one-way note says what it means
 
 
 class deterministic(_Profile):

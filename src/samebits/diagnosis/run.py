@@ -27,7 +27,7 @@ from samebits.measure.guard import (
     torch_env_kept,
     training_modules,
 )
-from samebits.measure.prepare import prepare
+from samebits.measure.prepare import check_device, prepare
 from samebits.measure.batching import batch_size_of, random_neighbour, stack_samples, take_sample
 from samebits.measure.processes import ChildJob, ChildRunner
 from samebits.measure.invariance import measure_batch_invariance
@@ -357,8 +357,7 @@ def doctor(
     unknown = [b for b in backends if b not in BACKENDS]
     if unknown:
         raise UserError(f"unknown backend {', '.join(unknown)}; choose from {', '.join(BACKENDS)}")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise UserError("device cuda was asked for, but CUDA is not available here")
+    check_device(device)
     say = progress or (lambda message: None)
     loaded = as_loaded(model_or_spec)
     with model_given_back(loaded.model):
@@ -368,7 +367,7 @@ def doctor(
         options = {
             "device": device,
             "iterations": iterations,
-            "memory_cap_mb": memory_cap_mb or default_memory_cap_mb(),
+            "memory_cap_mb": memory_cap_mb or default_memory_cap_mb(device),
             "batch": batch,
             "backends": backends,
             "timeout": timeout,

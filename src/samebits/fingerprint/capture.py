@@ -37,6 +37,10 @@ BIT_ENV_VARS = (
     "MKL_DEBUG_CPU_TYPE",
     "KMP_DETERMINISTIC_REDUCTION",
     "TORCHINDUCTOR_FREEZING",
+    "TORCHINDUCTOR_DETERMINISTIC",
+    "TORCH_BLAS_PREFER_CUBLASLT",
+    "CUBLASLT_WORKSPACE_SIZE",
+    "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
     "SAMEBITS_SEED",
 )
 
@@ -47,7 +51,19 @@ ISA_FLAGS = (
     "asimd", "asimdhp", "sve", "sve2", "bf16", "i8mm",
 )  # fmt: skip
 
-OPTIONAL_PACKAGES = ("onnxruntime", "onnx", "safetensors")
+# the CUDA libraries ship as wheels: their versions, read without starting CUDA
+OPTIONAL_PACKAGES = (
+    "onnxruntime",
+    "onnxruntime-gpu",
+    "onnx",
+    "safetensors",
+    "nvidia-cublas-cu12",
+    "nvidia-cublas",
+    "nvidia-cudnn-cu12",
+    "nvidia-cudnn-cu13",
+    "tensorrt",
+    "torch-tensorrt",
+)
 
 
 @dataclasses.dataclass
@@ -189,13 +205,32 @@ def _devices(torch: Any, devices: bool | None) -> list[dict[str, Any]]:
         return []
     if not (devices or torch.cuda.is_initialized()) or not torch.cuda.is_available():
         return []
-    out = []
-    for i in range(torch.cuda.device_count()):
-        p = torch.cuda.get_device_properties(i)
-        out.append(
-            {"name": p.name, "capability": f"{p.major}.{p.minor}", "memory_gib": round(p.total_memory / 2**30, 1)}
-        )
-    return out
+    return [_device(torch.cuda.get_device_properties(i)) for i in range(torch.cuda.device_count())]
+
+
+def _device(p: Any) -> dict[str, Any]:
+    """A CUDA device as bits see it: cuBLAS ties its results to the architecture and the SM
+    count (MIG and MPS change the latter)."""
+    return {
+        "name": p.name,
+        "capability": f"{p.major}.{p.minor}",
+        "sm_count": getattr(p, "multi_processor_count", None),
+        "memory_gib": round(p.total_memory / 2**30, 1),
+    }
+
+
+def device_identity(device: str) -> str:
+    """What a cached calibration or artifact measured on ``device`` is valid for: ``cpu``, or a
+    CUDA device's name, compute capability and SM count (another GPU kind, or a MIG slice, can
+    give other bits and load other engines)."""
+    import torch
+
+    if not device.startswith("cuda"):
+        return device
+    index = torch.device(device).index
+    p = torch.cuda.get_device_properties(torch.cuda.current_device() if index is None else index)
+    d = _device(p)
+    return f"{d['name']} sm_{p.major}{p.minor} x{d['sm_count']}"
 
 
 def bit_relevant_changes(recorded: dict[str, Any], current: Fingerprint) -> tuple[list[Any], str | None]:

@@ -113,6 +113,7 @@ _HEADER_TYPES: dict[str, type | tuple[type, ...]] = {
     "trace": list,
     "runtime": (str, type(None)),
     "weights": dict,
+    "device": str,
 }
 
 
@@ -123,6 +124,8 @@ def _check_types(p: Path, header: dict[str, Any]) -> None:
             raise GoldenError(
                 f"'{p}': the golden header's {key} is a {type(header[key]).__name__}; the file is damaged"
             )
+    if header.get("device", "cpu") not in ("cpu", "cuda", "mps"):
+        raise GoldenError(f"'{p}': the golden was recorded on {header['device']!r}, not a device samebits knows")
     if not all(isinstance(path, str) for path in header["output_paths"]):
         raise GoldenError(f"'{p}': the golden header's output_paths are not all strings; the file is damaged")
     profile = header["profile"]

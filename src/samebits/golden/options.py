@@ -14,3 +14,4 @@ class RecordOptions:
     seed: int = 0  # of the determinism profile (and of random inputs)
     threads: int | None = None  # intra-op threads during the run
     runtime: str | None = None  # "predictor[:BACKEND]": record through a Predictor (what serve runs)
+    device: str = "cpu"  # where the model runs; verify runs on the same kind of device

@@ -17,6 +17,7 @@ from samebits.errors import UserError
 from samebits.fingerprint import Fingerprint
 from samebits.golden.format import SCHEMA_VERSION, inputs_skeleton, tensor_name, write_golden
 from samebits.models import LoadedModel, ModelInputs
+from samebits.measure.prepare import check_device, device_kind, prepare
 from samebits.models.target import as_loaded, inputs_for, spec_of
 from samebits.tensors.digest import FILE_DIGEST, Algorithm, digest_tree, weights_digests
 from samebits.tensors.tree import flatten
@@ -82,16 +83,18 @@ def run_profiled(
 
 
 @contextlib.contextmanager
-def through_runtime(loaded: LoadedModel, inputs: ModelInputs, runtime: str | None) -> Iterator[LoadedModel]:
-    """``loaded`` itself, or (with ``runtime="predictor[:BACKEND]"``) wrapped in a Predictor for
-    the block, as ``check --runtime`` and ``samebits serve`` run it."""
+def through_runtime(
+    loaded: LoadedModel, inputs: ModelInputs, runtime: str | None, device: str = "cpu"
+) -> Iterator[LoadedModel]:
+    """``loaded`` itself, or (with ``runtime="predictor[:BACKEND]"``) wrapped in a Predictor on
+    ``device`` for the block, as ``check --runtime`` and ``samebits serve`` run it."""
     if runtime is None:
         yield loaded
         return
     from samebits.runtime.as_model import parse_runtime, runtime_model
 
     parse_runtime(runtime)
-    wrapped = runtime_model(loaded.model, inputs, runtime)
+    wrapped = runtime_model(loaded.model, inputs, runtime, device=device)
     try:
         yield dataclasses.replace(loaded, model=wrapped)
     finally:
@@ -148,12 +151,15 @@ def record(
     seed: int = _D.seed,
     threads: int | None = _D.threads,
     runtime: str | None = _D.runtime,
+    device: str = _D.device,
 ) -> Path:
-    """Run the model once and write a golden to ``path``; an existing file needs ``force=True``.
+    """Run the model once on ``device`` and write a golden to ``path``; an existing file needs
+    ``force=True``.
 
     ``model_or_spec`` is a MODEL spec (stored in the golden, relative to its folder) or a
     loaded model / ``nn.Module`` (then ``samebits verify`` needs the MODEL again).
     """
+    check_device(device)
     target = Path(path)
     if target.is_dir():
         raise UserError(f"'{target}' is a directory; give the golden's file name, e.g. {target / 'model.safetensors'}")
@@ -169,13 +175,15 @@ def record(
         stored = spec_of(loaded)
         spec = spec_relative_to(stored, target.parent) if stored else None
         model_inputs = inputs_for(loaded, inputs)
+        loaded.model, model_inputs = prepare(loaded.model, model_inputs, device)
         profile = {"name": "deterministic" if deterministic else "none", "seed": seed, "threads": threads}
         fingerprint = Fingerprint.capture().to_dict()  # before a runtime's profile changes the switches
         weights = weights_digests(loaded.model, FILE_DIGEST)  # before a forward moves a buffer
-        with through_runtime(loaded, model_inputs, runtime) as subject:
+        with through_runtime(loaded, model_inputs, runtime, device) as subject:
             header, tensors = build_golden(subject, model_inputs, profile, spec, fingerprint)
         header["weights"] = weights  # verify names the tensors that changed
         header["runtime"] = runtime
+        header["device"] = device_kind(device)  # verify runs on the same kind of device
         try:
             write_golden(target, header, tensors, overwrite=force)
         except FileExistsError:  # created meanwhile by another process

@@ -20,6 +20,8 @@ from samebits.measure.guard import ForwardError
 from samebits.measure.trace import ModuleCall, Trace, first_divergence
 from samebits.measure.layout import LAYOUTS, LayoutTried
 from samebits.measure.model_state import model_given_back
+from samebits.measure.prepare import check_device, device_kind, prepare
+from samebits.tensors import tree
 from samebits.tensors.compare import Comparison, compare_trees, worst_verdict
 from samebits.tensors.digest import weights_changed
 from samebits.tensors.tree import flatten
@@ -101,26 +103,36 @@ def verify(
     rtol: float | None = None,
     announce: Callable[[str], None] | None = None,
     layout: bool = False,
+    device: str | None = None,
 ) -> VerifyReport:
     """Verify the golden at ``path``. ``model_or_spec`` defaults to the spec stored in the file
     (resolved relative to it). Bits must match when the fingerprint matches in every bit-relevant
     field; otherwise torch's per-dtype tolerances apply, unless ``exact`` or ``atol``/``rtol``.
     ``layout``: also run with the model's parameters and the inputs re-laid in memory
-    (``measure.layout``), each compared with the golden the same way."""
+    (``measure.layout``), each compared with the golden the same way. ``device``: where to run
+    (default: the device the golden was recorded on); it must be of the same kind."""
     golden_path = Path(path)
     golden = read_golden(golden_path)
+    recorded_on = str(golden.header.get("device") or "cpu")
+    device = device or recorded_on
+    check_device(device)
+    if device_kind(device) != recorded_on:
+        raise UserError(
+            f"{golden_path} was recorded on {recorded_on}; verify runs on the same kind of device, not {device} "
+            f"(--device {recorded_on})"
+        )
     changes, unreadable = bit_relevant_changes(golden.header["fingerprint"], Fingerprint.capture())
     policy = choose_policy(changes, unreadable, exact=exact, atol=atol, rtol=rtol)
     loaded = _model_for(golden, golden_path, model_or_spec, announce or (lambda message: None))
     recorded_weights = golden.header.get("weights")
     try:
         algorithm = golden.header.get("digest", "sha256")
-        with (
-            model_given_back(loaded.model),
-            through_runtime(loaded, golden.inputs(), golden.header.get("runtime")) as subject,
-        ):
-            output, trace = run_profiled(subject.model, golden.inputs(), golden.header["profile"], algorithm)
-            layouts = _layouts(golden, subject.model, policy.compare) if layout else []
+        with model_given_back(loaded.model):
+            loaded.model, inputs = prepare(loaded.model, golden.inputs(), device)
+            with through_runtime(loaded, inputs, golden.header.get("runtime"), device) as subject:
+                output, trace = run_profiled(subject.model, inputs, golden.header["profile"], algorithm)
+                output = tree.move(output, "cpu")  # the golden's outputs are on the CPU
+                layouts = _layouts(golden, subject.model, policy.compare, device) if layout else []
     except ForwardError as exc:
         raise UserError(
             f"{exc} on the golden's stored inputs; is {loaded.spec} the model it was recorded from?"
@@ -153,7 +165,7 @@ def verify(
     )
 
 
-def _layouts(golden: Golden, model: Any, leaf: Callable[..., Comparison]) -> list[LayoutTried]:
+def _layouts(golden: Golden, model: Any, leaf: Callable[..., Comparison], device: str) -> list[LayoutTried]:
     """The golden's forward once per layout, compared with the golden."""
     import torch
 
@@ -163,8 +175,9 @@ def _layouts(golden: Golden, model: Any, leaf: Callable[..., Comparison]) -> lis
             tried.append(LayoutTried(layout.name, layout.what, "skipped", "no nn.Module parameters here to re-lay"))
             continue
         try:
-            with layout.applied(model, golden.inputs()) as inputs:
+            with layout.applied(model, prepare(None, golden.inputs(), device)[1]) as inputs:
                 output, _ = run_profiled(model, inputs, golden.header["profile"])
+                output = tree.move(output, "cpu")
         except ForwardError as exc:
             tried.append(LayoutTried(layout.name, layout.what, "error", str(exc)))
             continue

@@ -12,8 +12,12 @@ import torch
 from samebits.models.inputs import ModelInputs
 
 
-def default_memory_cap_mb() -> float:
-    """A quarter of the machine's memory, at most 2 GiB: a grad-on loop stops there."""
+def default_memory_cap_mb(device: str = "cpu") -> float:
+    """A quarter of the machine's memory, at most 2 GiB: a grad-on loop stops there. On CUDA a
+    quarter of the device's free memory (``mem_get_info``; RAM says nothing of a GPU)."""
+    if device.startswith("cuda"):
+        free, _total = torch.cuda.mem_get_info(torch.device(device))
+        return free / 2**20 / 4
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20
     except (ValueError, OSError, AttributeError):
@@ -34,7 +38,7 @@ def rss_mb() -> float:
 
 def device_mb(device: str) -> float:
     if device.startswith("cuda"):
-        return torch.cuda.memory_allocated() / 2**20
+        return torch.cuda.memory_allocated(torch.device(device)) / 2**20
     return rss_mb()
 
 
@@ -100,17 +104,18 @@ def peak_mb() -> float:
 
 def in_use_mb(device: str = "cpu") -> float:
     """Memory in use now: this process's RSS (CUDA: memory allocated on the device)."""
-    return torch.cuda.memory_allocated() / 2**20 if device.startswith("cuda") else rss_mb()
+    return device_mb(device)
 
 
 def peak_of(run: Any, device: str = "cpu", since: float | None = None) -> float:
     """MB above ``since`` (default: what was in use just before) that running ``run()`` reached
     at its peak (CUDA: the peak of allocated memory)."""
     if device.startswith("cuda"):
-        torch.cuda.reset_peak_memory_stats()
-        before = torch.cuda.memory_allocated() / 2**20 if since is None else since
+        where = torch.device(device)  # cuda:N's statistics, not the current device's
+        torch.cuda.reset_peak_memory_stats(where)
+        before = torch.cuda.memory_allocated(where) / 2**20 if since is None else since
         run()
-        return max(0.0, torch.cuda.max_memory_allocated() / 2**20 - before)
+        return max(0.0, torch.cuda.max_memory_allocated(where) / 2**20 - before)
     reset_peak()
     rss = rss_mb() if since is None else since
     run()
@@ -124,16 +129,31 @@ def largest_batch(
     (CUDA: the largest that does not run out of memory, the cache emptied after), the peak
     measured at each size tried)."""
     measured: dict[int, float] = {}
-    best, size = 1, 1
+    best, size, out_of_memory = 1, 1, False
     while size <= limit:
         batch = batch_at(size)
         try:
             with torch.inference_mode():
                 measured[size] = round(peak_of(lambda: batch.call(model), device), 2)
-        except torch.cuda.OutOfMemoryError:
-            torch.cuda.empty_cache()
-            break
-        if measured[size] > budget_mb:
+        except Exception as exc:
+            if not out_of_memory_error(exc):
+                raise
+            out_of_memory = True  # emptied below: here the traceback still holds the forward's tensors
+        if out_of_memory or measured[size] > budget_mb:
             break
         best, size = size, size * 2
+    if out_of_memory:
+        del batch
+        torch.cuda.empty_cache()
     return best, measured
+
+
+def out_of_memory_error(exc: BaseException) -> bool:
+    """Whether ``exc`` says the device ran out of memory: torch's own error, or cuBLAS and cuDNN
+    failing to allocate their workspaces (raised as plain RuntimeErrors)."""
+    if isinstance(exc, torch.cuda.OutOfMemoryError):
+        return True
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and any(
+        s in text for s in ("CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED", "CUDA out of memory")
+    )

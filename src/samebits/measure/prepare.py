@@ -27,6 +27,13 @@ def check_device(device: str) -> None:
         raise UserError(f"device '{device}' is not supported by samebits; use cpu, cuda, cuda:N or mps")
 
 
+def device_kind(device: str) -> str:
+    """``cpu``, ``cuda`` or ``mps``: what a golden records, and verify must run on."""
+    import torch
+
+    return torch.device(device).type
+
+
 def prepare(model: Any, inputs: ModelInputs, device: str = "cpu", dtype: str | None = None) -> tuple[Any, ModelInputs]:
     """Move ``model`` (when it is an ``nn.Module``) and the tensors in ``inputs`` to ``device``;
     with ``dtype``, cast the model and the floating-point inputs to it. The model is moved in

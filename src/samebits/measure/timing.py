@@ -127,8 +127,10 @@ def interleaved_times(
     when the budget runs out (never fewer than two where ``rounds`` allows: a spread needs two),
     more while under ``least`` seconds (a measurement shorter than a scheduler's time slice does
     not see the machine's other processes)."""
+    sync = _device_sync()
     for fn in fns.values():
         fn()
+    sync()
     times: dict[str, list[float]] = {name: [] for name in fns}
     order, shuffle = list(fns.items()), random.Random(0).shuffle
     with LoadWatch() as watch:
@@ -143,10 +145,22 @@ def interleaved_times(
             for name, fn in order:
                 t = time.perf_counter()
                 fn()
+                sync()  # a CUDA call returns when its kernels are queued, not done
                 times[name].append(time.perf_counter() - t)
             if done >= 2 and time.perf_counter() - start > budget:
                 break
     return Timings(times, watch.load)
+
+
+def _device_sync() -> Callable[[], object]:
+    """``torch.cuda.synchronize`` where CUDA runs in this process (what is timed ends when the
+    GPU is done), else nothing."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+        return torch.cuda.synchronize
+    return lambda: None
 
 
 def median_seconds(fns: dict[str, Callable[[], object]], rounds: int = 5, budget: float = 3.0) -> dict[str, float]:

@@ -52,7 +52,11 @@ class Scorer:
         example = _inputs(job["example"], job["columns"])
         with num_threads(job["threads"]["build"]):
             self.predictor = Predictor(
-                loaded, backend=job["backend"], example_inputs=example, cache_dir=job["cache_dir"]
+                loaded,
+                device=job.get("device", "cpu"),
+                backend=job["backend"],
+                example_inputs=example,
+                cache_dir=job["cache_dir"],
             )
         torch.set_num_threads(thread_count(job["threads"]["run"], "the run's threads per actor"))
         if self.predictor.plan.describe() != job["plan"]:
@@ -83,6 +87,7 @@ def predict_dataset(
     *,
     id_column: str = "id",
     backend: str = "eager",
+    device: str = "cpu",
     batch_size: int = 64,
     actors: int = 1,
     num_cpus_per_actor: float = 0.5,
@@ -92,9 +97,13 @@ def predict_dataset(
     """``ds`` scored by ``model_spec`` (a MODEL spec string: each actor loads it): a Dataset of
     ``id_column`` and one column per output path. Columns go to the forward's inputs by name, as
     for Parquet (a single other column feeds a model with one input). ``num_cpus_per_actor``
-    below 1 leaves CPU for Ray's read tasks on a small machine."""
+    below 1 leaves CPU for Ray's read tasks on a small machine. ``device``: where each actor's
+    Predictor runs."""
     import ray
 
+    from samebits.measure.prepare import check_device
+
+    check_device(device)
     from samebits.measure.threads import num_threads
     from samebits.models.target import as_loaded
     from samebits.offline.parquet import map_columns
@@ -113,7 +122,7 @@ def predict_dataset(
     first = ds.take_batch(8, batch_format="numpy")
     example = _inputs(first, columns)
     threads, predictor = thread_plan(
-        lambda: Predictor(loaded, backend=backend, example_inputs=example, cache_dir=cache_dir),
+        lambda: Predictor(loaded, device=device, backend=backend, example_inputs=example, cache_dir=cache_dir),
         example,
         actors,
         threads_per_actor,
@@ -122,6 +131,7 @@ def predict_dataset(
         job = {
             "spec": model_spec,
             "backend": backend,
+            "device": device,
             "cache_dir": str(predictor.cache_dir),
             "columns": columns,
             "keep": [id_column],

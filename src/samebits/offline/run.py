@@ -29,6 +29,7 @@ from samebits.errors import UserError, first_line
 from samebits.limits import batch_rows, max_threads, thread_count
 from samebits.files import BadJson, FolderBusy, atomic_write, exclusive, folder_state, read_json, sha256_file
 from samebits.measure.batching import batch_size_of, join_outputs, take_rows
+from samebits.measure.prepare import check_device, device_kind
 from samebits.models.inputs import ModelInputs
 from samebits.models.target import as_loaded
 from samebits.offline.dataset import Dataset
@@ -148,6 +149,7 @@ def header_of(
         "threads": threads,
         "batch_size": batch_size,  # recorded, not compared: outputs do not depend on it
         "max_batch_size": predictor.max_batch_size,  # what the calibration tried up to (verify rebuilds it)
+        "device": device_kind(predictor.device),  # verify recomputes on the same kind of device
         "shard_size": shard_size,
         "samples": dataset.total,
         "skip_bad": dataset.skip_bad,
@@ -184,6 +186,11 @@ def _resumable(out: Path, header: dict[str, Any]) -> dict[int, dict[str, Any]]:
                 f"cannot resume into '{out}': the {key.replace('_', ' ')} differs from the earlier run's{was}; "
                 "use another OUT_DIR"
             )
+    if old.get("device", "cpu") != header["device"]:  # manifests before the device was kept: the CPU
+        raise UserError(
+            f"cannot resume into '{out}': the earlier run ran on {old.get('device', 'cpu')}, this one on "
+            f"{header['device']}; use another OUT_DIR"
+        )
     shards = old.get("shards")
     return {e["index"]: e for e in shards if is_entry(e)} if isinstance(shards, list) else {}
 
@@ -276,6 +283,7 @@ def predict(
     image: ImagePrep | None = None,
     cache_dir: str | os.PathLike[str] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    device: str = "cpu",
 ) -> PredictReport:
     """Run ``model_or_spec`` over the samples in ``inputs`` (files or folders) into ``out_dir``.
 
@@ -283,12 +291,14 @@ def predict(
     out, or 1 for every worker count where the thread count changes this model's bits) share
     the calibration cache and run the same verified sizes. ``skip_bad`` leaves out samples that
     cannot be read and lists them in the manifest. ``engine="ray"`` computes the shards in
-    ``workers`` Ray actors instead of local processes. ``progress(done, total)`` after each shard."""
+    ``workers`` Ray actors instead of local processes. ``progress(done, total)`` after each shard.
+    ``device``: where the Predictors run (the shards hold CPU tensors)."""
     from samebits.measure.threads import num_threads
     from samebits.offline.workers import WorkerPool, needs_spec, thread_plan
     from samebits.runtime.predictor import Predictor
 
     started = time.monotonic()
+    check_device(device)
     batch_rows(batch_size, "--batch-size")
     if max_batch_size is not None:
         batch_rows(max_batch_size, "--max-batch-size")
@@ -314,7 +324,12 @@ def predict(
         # Predictor keeps its own maximum, and batch_size only cuts the calls to it.
         threads, predictor = thread_plan(
             lambda: Predictor(
-                loaded, backend=backend, example_inputs=example, cache_dir=cache_dir, max_batch_size=max_batch_size
+                loaded,
+                device=device,
+                backend=backend,
+                example_inputs=example,
+                cache_dir=cache_dir,
+                max_batch_size=max_batch_size,
             ),
             example,
             workers,
@@ -366,6 +381,7 @@ def predict(
                     job = {
                         "spec": loaded.spec,
                         "backend": backend,
+                        "device": device,
                         "max_batch_size": predictor.max_batch_size,
                         "cache_dir": str(predictor.cache_dir),
                         "files": [f.to_dict() for f in files],

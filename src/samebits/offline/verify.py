@@ -145,6 +145,7 @@ def _verify(out: Path, manifest: dict[str, Any], model_or_spec: Any, shards: int
     with num_threads(threads["build"]):  # calibrated and run as the run was, not at this shell's count
         predictor = Predictor(
             loaded,
+            device=str(manifest.get("device") or "cpu"),  # where the run ran (check_device says if not here)
             backend=manifest["plan"]["backend"],
             example_inputs=example_of(dataset),
             max_batch_size=batch_rows(manifest.get("max_batch_size", 256), "the manifest's max_batch_size"),

@@ -148,6 +148,7 @@ class ShardWorker:
         with num_threads(job["threads"]["build"]):  # calibrated as the parent was: its cached calibration
             self.predictor = Predictor(
                 loaded,
+                device=job.get("device", "cpu"),
                 backend=job["backend"],
                 example_inputs=example_of(self.dataset),
                 cache_dir=job["cache_dir"],

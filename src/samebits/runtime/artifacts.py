@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from samebits.errors import UserError, first_line
+from samebits.fingerprint.capture import device_identity
 from samebits.models.inputs import ModelInputs
 from samebits.runtime.backends import BackendUnavailable, backend_versions, build
 from samebits.runtime.cache import artifact_key
@@ -55,7 +56,7 @@ class Runners:
                     "backend": self.backend,
                     "versions": backend_versions(self.backend),
                     "shapes": shapes,
-                    "device": self.device,
+                    "device": device_identity(self.device),  # an engine built for another GPU kind fails to load
                     "dynamic_batch": self.dynamic,
                 },
             )

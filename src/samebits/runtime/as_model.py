@@ -34,12 +34,18 @@ def parse_runtime(runtime: str) -> str:
 
 
 def runtime_model(
-    model: Any, inputs: ModelInputs, runtime: str, cache_dir: str | None = None, max_batch_size: int | None = None
+    model: Any,
+    inputs: ModelInputs,
+    runtime: str,
+    cache_dir: str | None = None,
+    max_batch_size: int | None = None,
+    device: str = "cpu",
 ) -> PredictorModel:
-    """Wrap ``model`` in a Predictor for ``runtime`` (``predictor[:BACKEND]``), calibrated up to
-    ``max_batch_size`` rows (its default where ``None``)."""
+    """Wrap ``model`` in a Predictor for ``runtime`` (``predictor[:BACKEND]``) on ``device``,
+    calibrated up to ``max_batch_size`` rows (its default where ``None``)."""
     predictor = Predictor(
         model,
+        device=device,
         backend=parse_runtime(runtime),
         example_inputs=inputs,
         cache_dir=cache_dir,

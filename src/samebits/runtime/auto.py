@@ -201,6 +201,7 @@ def choose(
 def plan_key(owner: Predictor, names: tuple[str, ...], allow_drift: bool) -> str:
     """What a cached plan is valid for: the model, the candidates and their package versions,
     the invariance settings, the sample's shapes, the bit-relevant environment, the device."""
+    from samebits.fingerprint.capture import device_identity
     from samebits.fingerprint.diff import CALIBRATION_WITHOUT, bit_relevant_digest
     from samebits.runtime.artifacts import input_shapes
     from samebits.runtime.backends import backend_versions
@@ -218,7 +219,7 @@ def plan_key(owner: Predictor, names: tuple[str, ...], allow_drift: bool) -> str
             "sample": input_shapes(owner.sample) if owner.sample is not None else None,
             "environment": bit_relevant_digest(owner.fingerprint, CALIBRATION_WITHOUT),
             "allow_backend_drift": allow_drift,
-            "device": owner.device,
+            "device": device_identity(owner.device),
         },
     )
 

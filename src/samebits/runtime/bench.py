@@ -21,6 +21,8 @@ from samebits.measure.batching import batch_size_of, concat_batches, output_row,
 from samebits.measure.processes import ChildJob, ChildRunner
 from samebits.measure.load import LoadWatch
 from samebits.measure.timing import Spread, Timings, interleaved_times
+from samebits.measure.prepare import prepare
+from samebits.tensors import tree
 from samebits.tensors.compare import compare
 
 SCHEMA_VERSION = 1
@@ -83,6 +85,7 @@ def bench(
     max_batch_size: int | None = _D.max_batch_size,
     cache_dir: str | None = None,
     progress: Callable[[str], None] | None = None,
+    device: str = _D.device,
 ) -> BenchReport:
     """Measure every configuration at every batch size, interleaved so noise hits all alike; the
     Predictors calibrate up to ``max_batch_size`` (default: the largest batch size benchmarked)."""
@@ -106,6 +109,7 @@ def bench(
         if batch_size_of(example) is None:
             raise UserError("bench needs example inputs with a batch dimension (dim 0)")
         cap = batch_rows(max_batch_size or max(batch_sizes), "max_batch_size")
+        loaded.model, example = prepare(loaded.model, example, device)
         model = eval_mode(loaded.model)
         check_forward(model, example, need_tensor=True)
         sample = take_sample(example, 0)
@@ -118,7 +122,7 @@ def bench(
         gen = torch.Generator().manual_seed(0)
         pool = [sample] + [random_neighbour(sample, gen) for _ in range(max(batch_sizes) - 1)]
         with torch.inference_mode():
-            reference = [s.call(model) for s in pool]
+            reference = [tree.move(s.call(model), "cpu") for s in pool]  # the Predictors answer on the CPU
         predictors: dict[str, Any] = {}
         kinds: dict[str, tuple[str, bool]] = {}  # label -> (backend, invariant): never parsed back from the label
         skipped: list[str] = []
@@ -130,6 +134,7 @@ def bench(
                 try:
                     predictors[name] = Predictor(
                         model,
+                        device=device,
                         backend=backend,
                         invariant=invariant,
                         example_inputs=example,
@@ -163,7 +168,7 @@ def bench(
                 loop_seconds += [t / len(loop) for t in times[LOOP]]
                 measured[n] = times
                 for name, fn in fns.items():
-                    out = fn()
+                    out = tree.move(fn(), "cpu")
                     same_loop = all(
                         compare(output_row(out, i, n), output_row(reference[i], 0, 1)).identical for i in range(n)
                     )
@@ -203,7 +208,7 @@ def bench(
             ),
         )
         if memory:
-            _peaks(loaded, example, rows, cache_dir, cap, say)
+            _peaks(loaded, example, rows, cache_dir, cap, say, device)
         largest = measured[max(batch_sizes)]
         cost = {  # invariant / any-size throughput, round by round
             b: largest.ratio(f"predictor:{b} (any size)", f"predictor:{b}")
@@ -234,10 +239,12 @@ def _peaks(
     cache_dir: str | None,
     cap: int,
     say: Callable[[str], None],
+    device: str = "cpu",
 ) -> None:
-    """Peak memory of each configuration, each in a fresh child process (RSS only grows in one)."""
+    """Peak memory of each configuration, each in a fresh child process (RSS only grows in one;
+    on CUDA the device's allocated memory)."""
     with ChildRunner(
-        loaded.model, example, spec=spec_of(loaded), seed=0, device="cpu", dtype=None, timeout=300, entry=ENTRY
+        loaded.model, example, spec=spec_of(loaded), seed=0, device=device, dtype=None, timeout=300, entry=ENTRY
     ) as runner:
         if runner.skip_reason:
             for r in rows:
@@ -256,6 +263,7 @@ def _peaks(
                     "batch": r.batch,
                     "cache_dir": cache_dir,
                     "max_batch_size": cap,
+                    "device": device,
                 },
             )
             for r in rows
@@ -276,6 +284,7 @@ def peak_task(
     batch: int,
     cache_dir: str | None,
     max_batch_size: int | None = None,
+    device: str = "cpu",
 ) -> dict[str, Any]:
     """In a child: build one configuration and measure the peak memory of running it once."""
     from samebits.measure.memory import peak_of
@@ -292,6 +301,7 @@ def peak_task(
     else:
         p = Predictor(
             model,
+            device=device,
             backend=backend or "eager",
             invariant=invariant,
             example_inputs=inputs,
@@ -302,4 +312,4 @@ def peak_task(
         batched = concat_batches(pool)
         run = lambda: p.predict(batched)  # noqa: E731
     with torch.inference_mode():
-        return {"peak_mb": peak_of(run)}
+        return {"peak_mb": peak_of(run, device)}

@@ -16,7 +16,9 @@ def _wrap(model: Any, inputs: Any, job: dict[str, Any]) -> Any:
         return model
     from samebits.runtime.as_model import runtime_model
 
-    return runtime_model(model, inputs, job["runtime"], max_batch_size=job.get("max_batch_size"))
+    return runtime_model(
+        model, inputs, job["runtime"], max_batch_size=job.get("max_batch_size"), device=job.get("device", "cpu")
+    )
 
 
 def _peak(model: Any, inputs: Any, job: dict[str, Any]) -> dict[str, Any]:

@@ -17,3 +17,4 @@ class BenchOptions:
     memory: bool = True  # peak memory, one fresh process per configuration
     max_batch_size: int | None = None  # the Predictors calibrate up to this (None: the largest of batch_sizes)
     timeout: float = 120.0  # CLI: seconds a forward may go without progress
+    device: str = "cpu"  # where the model and the Predictors run

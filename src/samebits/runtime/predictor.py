@@ -40,6 +40,7 @@ from samebits.measure.invariance import coupled_rows
 from samebits.measure.prepare import prepare
 from samebits.measure.model_state import evaluating, hold
 from samebits.determinism.shared import acquire_profile, release_profile
+from samebits.fingerprint.capture import device_identity
 from samebits.runtime.invariance import (
     Invariance,
     bits_against,
@@ -215,7 +216,7 @@ class Predictor:
 
         if self._sample is None:
             raise UserError("max_batch_size='auto' needs inputs with a batch dimension")
-        budget = budget_mb or default_memory_cap_mb()
+        budget = budget_mb or default_memory_cap_mb(self.device)
         best, measured = largest_batch(self.model, self.example_at, budget, self.device)
         return MemoryPlan(best, round(budget, 1), measured)
 
@@ -240,6 +241,7 @@ class Predictor:
             {
                 "kind": "calibration",
                 "version": 6,  # 4: timed forwards; 5: inputs named as ModelInputs.leaves(); 6: budgets stop sizes
+                "device": device_identity(self.device),  # a CUDA calibration is not a CPU one
                 "dynamic_batch": self._runners.dynamic,
                 "backend": self.backend,
                 "candidates": candidates,
@@ -263,7 +265,7 @@ class Predictor:
                 candidates,
                 seed=self.seed,
                 budget=budget,
-                memory_mb=self.memory_budget_mb or default_memory_cap_mb(),
+                memory_mb=self.memory_budget_mb or default_memory_cap_mb(self.device),
                 device=self.device,
             )
             inv.measured.update(self._time_forwards(inv, budget))

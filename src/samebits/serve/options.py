@@ -26,3 +26,4 @@ class ServeOptions:
     pad: tuple[str, ...] = ()  # NAME:DIM[=VALUE]: inputs of variable length along DIM, padded to a bucket
     pad_lengths: tuple[int, ...] = (16, 32, 64, 128)  # the buckets: each length is padded to the next one
     threads: int | None = None  # the model's intra-op threads (None: torch's default, every core)
+    device: str = "cpu"  # where the Predictor runs the model

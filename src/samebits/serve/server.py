@@ -65,6 +65,7 @@ def served(model_or_spec: Any, inputs: Any, options: ServeOptions, cache_dir: st
         return Served(name, bucketed, signature, bucketed.key)
     predictor = Predictor(
         loaded,
+        device=options.device,
         backend=options.backend,
         max_batch_size=options.max_batch_size,
         example_inputs=example,
@@ -96,6 +97,7 @@ def _served_padded(
         for length in buckets.lengths:
             predictors[length] = Predictor(
                 loaded,
+                device=options.device,
                 backend=options.backend,
                 max_batch_size=options.max_batch_size,
                 example_inputs=buckets.example_at(example, names, length),
@@ -132,8 +134,10 @@ def build(
 ) -> tuple[FastAPI, Runner, Signature]:
     """(app, runner, signature) for a model: the Predictor is created and calibrated here (with
     ``options.isolate``, in a child process that a hung forward gets replaced)."""
+    from samebits.measure.prepare import check_device
     from samebits.serve.app import create_app
 
+    check_device(options.device)  # one line before any work
     if options.isolate:
         from samebits.models.spec import LoadedModel
         from samebits.serve.isolated import IsolatedPredictor
