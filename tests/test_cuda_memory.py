@@ -79,3 +79,38 @@ def test_the_fingerprint_and_cache_keys_know_a_gpu_by_its_kind_and_sm_count(monk
     assert device == {"name": "NVIDIA H200", "capability": "9.0", "sm_count": 132, "memory_gib": 141.0}
     assert device_identity("cuda") == device_identity("cuda:0") == "NVIDIA H200 sm_90 x132"
     assert note_for("packages.nvidia-cublas-cu12")[0] and note_for("env.TORCH_BLAS_PREFER_CUBLASLT")[0]
+
+
+def test_tensorrt_builds_fp32_without_tf32_for_the_predictors_device():
+    # B2: torch_tensorrt leaves TF32 on by default (an engine then never has eager FP32's bits)
+    # and compiled for the current device; the build must not move the user's model either
+    from samebits.runtime.backends.base import BackendUnavailable
+    from samebits.runtime.backends.tensorrt import compile_options
+
+    options = compile_options((3,), "cuda:1")
+    assert options["disable_tf32"] is True and options["enabled_precisions"] == {torch.float32}
+    assert options["device"] == torch.device("cuda:1") and options["ir"] == "dynamo"
+    with pytest.raises(BackendUnavailable, match="runs on a CUDA device, not cpu"):
+        compile_options((torch.ones(2),), "cpu")
+
+
+def test_onnx_runtime_on_cuda_uses_its_cuda_provider_or_says_it_cannot(monkeypatch, tmp_path):
+    # it ran CPUExecutionProvider whatever the device: "bits differ" from CUDA eager, silently on the CPU
+    ort = pytest.importorskip("onnxruntime")
+    from samebits.runtime.backends import REGISTRY
+    from samebits.runtime.backends.onnx import providers_for
+
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        reason = REGISTRY["onnxruntime"].unavailable("cuda:0")
+        assert reason is not None and "needs ONNX Runtime's CUDA provider (pip install onnxruntime-gpu)" in reason
+    (cuda, options), cpu = providers_for("cuda:1")
+    assert cuda == "CUDAExecutionProvider" and cpu == "CPUExecutionProvider"
+    assert options == {"device_id": 1, "cudnn_conv_algo_search": "DEFAULT"}  # not EXHAUSTIVE: per-process autotuning
+    assert providers_for("cpu") == ["CPUExecutionProvider"]
+    # under the deterministic profile its kernels' deterministic variants are asked for
+    from samebits.models.spec import OnnxModel
+
+    model = torch.nn.Linear(4, 2).eval()
+    torch.onnx.export(model, (torch.ones(1, 4),), str(tmp_path / "m.onnx"), dynamo=True, verbose=False)
+    session = OnnxModel(tmp_path / "m.onnx", deterministic=True).session
+    assert session.get_session_options().use_deterministic_compute is True

@@ -409,3 +409,26 @@ def test_a_calibration_and_an_artifact_are_keyed_by_the_device_they_were_measure
     from samebits.fingerprint.capture import device_identity
 
     assert device_identity("cpu") == "cpu"
+
+
+class StrictOnly(torch.nn.Module):
+    """What torch raises for an op without a deterministic CUDA kernel (kthvalue, median(dim),
+    histc, ...) under use_deterministic_algorithms(True), raised here on the CPU."""
+
+    def forward(self, x):
+        if torch.are_deterministic_algorithms_enabled():
+            raise RuntimeError(
+                "kthvalue CUDA does not have a deterministic implementation, but you set "
+                "'torch.use_deterministic_algorithms(True)'."
+            )
+        return x * 2
+
+
+def test_an_op_without_a_deterministic_kernel_is_named_not_called_batch_variance(cache):
+    # B8: every size failed, and the Predictor said "no batch size is invariant here"
+    with pytest.raises(
+        UserError, match=r"^kthvalue CUDA has no deterministic implementation on cpu.*deterministic=False"
+    ):
+        samebits.Predictor(StrictOnly(), example_inputs=torch.randn(4, 3), cache_dir=cache)
+    p = samebits.Predictor(StrictOnly(), example_inputs=torch.randn(4, 3), cache_dir=cache, deterministic=False)
+    assert p.invariance.sizes and torch.equal(p.predict(torch.ones(2, 3)), torch.full((2, 3), 2.0))

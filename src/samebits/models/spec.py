@@ -207,21 +207,31 @@ def _load_export(spec: str) -> LoadedModel:
 
 
 class OnnxModel:
-    """Runs an ONNX file through onnxruntime on CPU with tensors in and out."""
+    """Runs an ONNX file through onnxruntime with tensors in and out: on the CPU, or with
+    ``providers`` (ONNX Runtime's CUDA provider for a CUDA device)."""
 
-    def __init__(self, path: Path, threads: int | None = None, spinning: bool = True, optimize: bool = True) -> None:
+    def __init__(
+        self,
+        path: Path,
+        threads: int | None = None,
+        spinning: bool = True,
+        optimize: bool = True,
+        providers: list[Any] | None = None,
+        deterministic: bool = False,
+    ) -> None:
         try:
             import onnxruntime as ort
         except ImportError:
             raise MissingDependencyError("onnxruntime", "running .onnx models", extra="onnx") from None
         options = ort.SessionOptions()
+        options.use_deterministic_compute = deterministic  # its kernels' deterministic variants
         if threads:
             options.intra_op_num_threads = threads
         if not spinning:  # idle threads otherwise spin after each run and slow whatever runs next
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         if not optimize:  # a file ONNX Runtime optimised already: load it as it is
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self.session = ort.InferenceSession(str(path), options, providers=providers or ["CPUExecutionProvider"])
         self.input_names = [i.name for i in self.session.get_inputs()]
 
     def __call__(self, *args: torch.Tensor, **kwargs: torch.Tensor) -> Any:

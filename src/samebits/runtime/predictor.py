@@ -4,6 +4,7 @@ batch a sample arrives in (measured, never assumed)."""
 from __future__ import annotations
 
 import itertools
+import re
 import os
 import sys
 import threading
@@ -286,9 +287,7 @@ class Predictor:
                 f"tile {tile} is not batch-invariant here: a row's bits change with its position or neighbours (measured)"
             )
         if not inv.sizes:
-            raise UserError(
-                f"no batch size up to {self.max_batch_size} is invariant here (measured: {inv.measured}); pass invariant=False"
-            )
+            raise UserError(no_sizes_reason(inv, self.max_batch_size, self.device))
         return inv
 
     def member(self, backend: str, budget: float) -> Predictor:
@@ -523,3 +522,21 @@ def one_row(sample: ModelInputs) -> ModelInputs:
         tree.map_tensors(lambda t: t.unsqueeze(0), sample.args),
         tree.map_tensors(lambda t: t.unsqueeze(0), sample.kwargs),
     )
+
+
+def no_sizes_reason(inv: Invariance, max_batch_size: int, device: str) -> str:
+    """Why a calibration verified no size: the forward raised at every size (an op torch's
+    deterministic algorithms have no kernel for, named), else no size kept a row's bits."""
+    errors = inv.measured.get("errors") or []
+    failed = set(inv.measured.get("failed") or [])
+    if errors and failed >= set(inv.measured.get("tried") or []):
+        first = str(errors[0]).split(": ", 1)[-1]
+        strict = re.search(r"(\S+(?: \S+)?) does not have a deterministic implementation", first)
+        if strict:
+            return (
+                f"{strict.group(1)} has no deterministic implementation on {device}, and the Predictor runs under "
+                "torch's deterministic algorithms (samebits.deterministic()): pass deterministic=False, or replace "
+                "the op"
+            )
+        return f"the model's forward raised at every batch size tried: {first}"
+    return f"no batch size up to {max_batch_size} is invariant here (measured: {inv.measured}); pass invariant=False"

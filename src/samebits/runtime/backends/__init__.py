@@ -68,7 +68,7 @@ def build(
     """A runner for ``model`` through backend ``name``; artifacts go to ``folder/<name>-<key>.*``.
     What the exporters and compilers print meanwhile is captured into ``Built.log``."""
     chosen = backend(name)
-    job = BuildJob(model, example, folder, key, threads, spinning, dynamic_batch)
+    job = BuildJob(model, example, folder, key, threads, spinning, dynamic_batch, device)
     if name == "eager":
         return chosen.build(job)
     if example.kwargs and not chosen.keyword_inputs:

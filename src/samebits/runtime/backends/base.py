@@ -43,6 +43,7 @@ class BuildJob:
     threads: int | None = None
     spinning: bool = True
     dynamic_batch: bool = False
+    device: str = "cpu"  # where the model and the example already are (the Predictor put them there)
 
 
 class Backend:

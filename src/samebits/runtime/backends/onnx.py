@@ -83,6 +83,11 @@ class OnnxRuntime(Backend):
             import onnxscript  # noqa: F401  (the default exporter needs it)
         except ImportError:
             return "the onnxruntime backend needs onnxruntime and onnxscript: pip install 'samebits[onnx]'"
+        if device.startswith("cuda") and "CUDAExecutionProvider" not in onnxruntime.get_available_providers():
+            return (
+                f"the onnxruntime backend on {device} needs ONNX Runtime's CUDA provider (pip install onnxruntime-gpu); "
+                f"this onnxruntime has {', '.join(onnxruntime.get_available_providers())}"
+            )
         return super().unavailable(device)
 
     def build(self, job: BuildJob) -> Built:
@@ -116,11 +121,34 @@ class OnnxRuntime(Backend):
             options = ort.SessionOptions()
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
             options.optimized_model_filepath = str(tmp)
-            options.log_severity_level = 3  # its note that the file is machine-specific: the key holds the CPU
-            ort.InferenceSession(str(exported), options, providers=["CPUExecutionProvider"])
+            options.log_severity_level = 3  # its note that the file is machine-specific: the key holds the device
+            ort.InferenceSession(str(exported), options, providers=providers)
 
+        providers = providers_for(job.device)
         built = build_once(exported, export)
         built = build_once(optimized, optimize) or built
         threads = job.threads or torch.get_num_threads()
-        session = OnnxModel(optimized, threads=threads, spinning=job.spinning, optimize=False)
+        session = OnnxModel(
+            optimized,
+            threads=threads,
+            spinning=job.spinning,
+            optimize=False,
+            providers=providers,
+            deterministic=torch.are_deterministic_algorithms_enabled(),
+        )
         return Built(StructuredOnnx(session, model, example), optimized, built)
+
+
+def providers_for(device: str) -> list[Any]:
+    """ONNX Runtime's providers for ``device``: the CPU's, or the CUDA provider on ``cuda:N``
+    with cuDNN's convolution algorithm chosen by heuristics (its default, EXHAUSTIVE, times
+    candidates in each process and can pick another one in the next: another process, other
+    bits), the CPU's behind it for ops it lacks."""
+    if not device.startswith("cuda"):
+        return ["CPUExecutionProvider"]
+    index = torch.device(device).index
+    index = torch.cuda.current_device() if index is None else index
+    return [
+        ("CUDAExecutionProvider", {"device_id": index, "cudnn_conv_algo_search": "DEFAULT"}),
+        "CPUExecutionProvider",
+    ]
