@@ -70,6 +70,8 @@ def test_timings_are_rounds_of_every_function_and_ratios_within_each_round():
 def test_the_cpu_other_processes_take_is_measured_while_timing():
     with LoadWatch() as idle:
         time.sleep(0.5)
+    if idle.load.others is not None and idle.load.others >= 0.5:
+        pytest.skip(f"other processes already took {idle.load.others:.1f} cores: a hog cannot be told apart")
     with cpu_hog(1), LoadWatch() as hogged:
         time.sleep(1.5)
     assert hogged.load.others is not None and hogged.load.others >= 0.6 > idle.load.others
