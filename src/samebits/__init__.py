@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # what a type checker sees: the real names (at run time they 
     from samebits.linter.engine import lint as lint
     from samebits.models import ModelInputs as ModelInputs
     from samebits.models import load_model as load_model
+    from samebits.runtime.batch_invariant import batch_invariant as batch_invariant
     from samebits.runtime.bench import bench as bench
     from samebits.runtime.predictor import Predictor as Predictor
     from samebits.tensors import compare as compare
@@ -64,6 +65,7 @@ _EXPORTS = {
     "lint": "samebits.linter.engine",
     "doctor": "samebits.diagnosis.run",
     "bench": "samebits.runtime.bench",
+    "batch_invariant": "samebits.runtime.batch_invariant",
     "UserError": "samebits.errors",
     "SamebitsError": "samebits.errors",
 }

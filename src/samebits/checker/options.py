@@ -26,6 +26,7 @@ class CheckOptions:
     localize: bool = True
     runtime: str | None = None  # "predictor" or "predictor:BACKEND": run the axes through a Predictor
     max_batch_size: int | None = None  # with runtime: the largest batch its Predictor calibrates (None: 256)
+    batch_invariant: int | None = None  # run every forward in samebits.batch_invariant(tile) (the tile)
 
     def thread_counts(self) -> tuple[int, ...]:
         if self.threads:

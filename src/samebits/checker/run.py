@@ -94,6 +94,7 @@ def check(
     runtime: str | None = _D.runtime,
     max_batch_size: int | None = _D.max_batch_size,
     progress: Callable[[str], None] | None = None,
+    batch_invariant: bool | int = False,
 ) -> CheckReport:
     """Run ``model_or_spec`` under every variation that changes bits and report what changed.
 
@@ -105,9 +106,12 @@ def check(
     ``atol``/``rtol`` a tolerance, both or neither (default: bits); ``timeout`` seconds per child process;
     ``localize`` whether to find the first divergent module; ``runtime`` ``"predictor"`` or
     ``"predictor:BACKEND"`` to run the axes through a Predictor (calibrated up to
-    ``max_batch_size`` rows, in this process and in every child alike). The model's buffers, training
-    flags and every global RNG are left as they were.
+    ``max_batch_size`` rows, in this process and in every child alike); ``batch_invariant`` every
+    forward inside :func:`samebits.batch_invariant` (``True``, or its tile). The model's buffers,
+    training flags and every global RNG are left as they were.
     """
+    from samebits.runtime.batch_invariant import tiles_of
+
     start = time.monotonic()
     atol, rtol = check_tolerances(atol, rtol)
     opts = CheckOptions(
@@ -126,6 +130,7 @@ def check(
         localize=localize,
         runtime=runtime,
         max_batch_size=max_batch_size,
+        batch_invariant=tiles_of(batch_invariant, "eager"),
     )
     _validate(opts)
     say = progress or (lambda message: None)
@@ -145,7 +150,12 @@ def check(
             say(f"building the {opts.runtime} runtime")
             with isolate_rng(opts.device):
                 model = runtime_model(
-                    model, model_inputs, opts.runtime, max_batch_size=opts.max_batch_size, device=opts.device
+                    model,
+                    model_inputs,
+                    opts.runtime,
+                    max_batch_size=opts.max_batch_size,
+                    device=opts.device,
+                    batch_invariant=opts.batch_invariant,
                 )
             predictor, hookable = model.predictor, False
         ctx = CheckContext(model, model_inputs, opts, spec, hookable, say, predictor.model if predictor else None)
@@ -158,6 +168,10 @@ def check(
         ):
             if predictor is not None:
                 stack.callback(predictor.close)
+            elif opts.batch_invariant:
+                from samebits.runtime.batch_invariant import batch_invariant_forwards
+
+                stack.enter_context(batch_invariant_forwards(model, opts.batch_invariant))
             check_forward(model, model_inputs, need_tensor=True)
             reset()
             # Fresh interpreters only for what is fixed at start-up: the hash seed, and the thread

@@ -66,6 +66,11 @@ def check_command(
         min=1,
         help="With --runtime: the largest batch the Predictor calibrates [default: 256, within its time and memory budget].",
     ),
+    batch_invariant: bool = typer.Option(
+        False,
+        "--batch-invariant",
+        help="Run every forward inside samebits.batch_invariant(): matmuls, convolutions and attention on fixed tiles of rows, so a row's bits cannot depend on its batch.",
+    ),
     json_path: Optional[str] = opts.JsonOpt,
     html_path: Optional[str] = opts.HtmlOpt,
     out_dir: Optional[str] = typer.Option(
@@ -115,6 +120,8 @@ def check_command(
     if generate is not None:
         if out_dir or from_dir:
             raise UserError("--generate does not take --out or --from yet")
+        if batch_invariant:
+            raise UserError("--generate does not take --batch-invariant yet")
         if runtime:
             raise UserError(
                 "--generate does not take --runtime: Predictor.generate gives each prompt the bits it gets "
@@ -170,6 +177,7 @@ def check_command(
             localize=not no_localize,
             runtime=runtime,
             max_batch_size=max_batch_size,
+            batch_invariant=batch_invariant,
         )
     if out_dir is not None:
         from samebits.checker.repro import _writable

@@ -239,12 +239,11 @@ class _Doctor:
             oversubscribed = fewer.median >= OVERSUBSCRIBED
             measured = f": 1 thread ran {fewer.figures()} as fast{load}" if oversubscribed else ""
         if threads > cores or oversubscribed:
-            why = f"{threads} threads on {cores:g} cores"
             self.findings.append(
                 _finding(
                     "SB153",
                     "warning",
-                    f"{why}: parallel ops fight for the cores{measured}",
+                    f"{threads} threads on {cores:g} cores: parallel ops fight for the cores{measured}",
                     {"threads": threads, "cores": cores, "one_thread_speedup": fewer.to_dict() if fewer else None},
                 )
             )

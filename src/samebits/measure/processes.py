@@ -85,6 +85,7 @@ class ChildRunner:
         runtime: str | None = None,
         max_batch_size: int | None = None,
         entry: str = "samebits.measure.child",
+        batch_invariant: int | None = None,
     ) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="samebits-"))  # mode 0700: private to this user
         self.timeout = timeout
@@ -95,6 +96,7 @@ class ChildRunner:
             "dtype": dtype,
             "runtime": runtime,
             "max_batch_size": max_batch_size,  # a child's Predictor reads the parent's calibration
+            "batch_invariant": batch_invariant,  # the tile every forward runs in (runtime entry)
         }
         torch.save({"args": list(inputs.args), "kwargs": inputs.kwargs}, self.folder / "inputs.pt")
         self.base["inputs"] = str(self.folder / "inputs.pt")

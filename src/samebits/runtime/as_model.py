@@ -40,6 +40,7 @@ def runtime_model(
     cache_dir: str | None = None,
     max_batch_size: int | None = None,
     device: str = "cpu",
+    batch_invariant: int | None = None,
 ) -> PredictorModel:
     """Wrap ``model`` in a Predictor for ``runtime`` (``predictor[:BACKEND]``) on ``device``,
     calibrated up to ``max_batch_size`` rows (its default where ``None``)."""
@@ -50,5 +51,6 @@ def runtime_model(
         example_inputs=inputs,
         cache_dir=cache_dir,
         max_batch_size=max_batch_size,
+        batch_invariant=batch_invariant or False,
     )
     return PredictorModel(predictor)

@@ -12,12 +12,22 @@ ENTRY = "samebits.runtime.child"  # what ChildRunner(entry=...) runs for jobs th
 
 
 def _wrap(model: Any, inputs: Any, job: dict[str, Any]) -> Any:
+    tiles = job.get("batch_invariant")
     if not job.get("runtime"):
+        if tiles:  # for the child's life: it ends with its job
+            from samebits.runtime.batch_invariant import batch_invariant_forwards
+
+            batch_invariant_forwards(model, tiles).__enter__()
         return model
     from samebits.runtime.as_model import runtime_model
 
     return runtime_model(
-        model, inputs, job["runtime"], max_batch_size=job.get("max_batch_size"), device=job.get("device", "cpu")
+        model,
+        inputs,
+        job["runtime"],
+        max_batch_size=job.get("max_batch_size"),
+        device=job.get("device", "cpu"),
+        batch_invariant=tiles,
     )
 
 

@@ -3,6 +3,7 @@ batch a sample arrives in (measured, never assumed)."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import re
 import os
@@ -42,6 +43,7 @@ from samebits.measure.prepare import prepare
 from samebits.measure.model_state import evaluating, hold
 from samebits.determinism.shared import acquire_profile, release_profile
 from samebits.fingerprint.capture import device_identity
+from samebits.runtime.batch_invariant import BatchInvariant, tiles_of
 from samebits.runtime.invariance import (
     Invariance,
     bits_against,
@@ -94,7 +96,9 @@ class Predictor:
         seed: int = 0,
         allow_backend_drift: bool = False,
         auto_backends: tuple[str, ...] | None = None,
+        batch_invariant: bool | int = False,
     ) -> None:
+        self._tiles = tiles_of(batch_invariant, backend)
         if backend != "auto":
             registered(backend, also=("auto",))
         for name in auto_backends or ():
@@ -243,6 +247,7 @@ class Predictor:
                 "kind": "calibration",
                 "version": 6,  # 4: timed forwards; 5: inputs named as ModelInputs.leaves(); 6: budgets stop sizes
                 "device": device_identity(self.device),  # a CUDA calibration is not a CPU one
+                "batch_invariant": self._tiles,  # tiled ops give other bits
                 "dynamic_batch": self._runners.dynamic,
                 "backend": self.backend,
                 "candidates": candidates,
@@ -346,8 +351,12 @@ class Predictor:
         cutting: ``batch`` has that size already)."""
         if self.members:
             return self.members[self._backend_at(size)].run_at(batch, size)
-        with torch.inference_mode(), evaluating(self._modules):  # eval even after the model was given back
+        with torch.inference_mode(), evaluating(self._modules), self._tiled():  # eval even after the give-back
             return batch.call(self._runners.at(size))
+
+    def _tiled(self) -> contextlib.AbstractContextManager[Any]:
+        """:func:`samebits.batch_invariant` where asked for (``batch_invariant=``), else nothing."""
+        return BatchInvariant(self._tiles) if self._tiles else contextlib.nullcontext()
 
     def _backend_at(self, size: int | None) -> str:
         """backend="auto": the backend chosen for ``size`` (an unmeasured size, which only

@@ -133,7 +133,8 @@ class ChildAxes:
                 timeout=ctx.options.timeout,
                 runtime=ctx.options.runtime,
                 max_batch_size=ctx.options.max_batch_size,
-                entry=RUNTIME_ENTRY if ctx.options.runtime else "samebits.measure.child",
+                entry=RUNTIME_ENTRY if ctx.options.runtime or ctx.options.batch_invariant else "samebits.measure.child",
+                batch_invariant=ctx.options.batch_invariant,
             )
             if self.runner.skip_reason:
                 hint = "; pass a MODEL spec (file.py:factory) so that fresh processes can load it"

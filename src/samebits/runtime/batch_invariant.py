@@ -1,0 +1,146 @@
+"""Batch invariance by construction: inside ``samebits.batch_invariant()``, the ops whose kernels
+pick another algorithm for another batch size (matmuls, linear layers, convolutions, attention)
+run on fixed tiles of ``tile`` rows along dim 0, the last tile padded with zeros. Every call then
+has the same shape whatever the batch, so a row's bits do not depend on the batch it is in, with
+no calibration; row-wise ops (norms, softmax, activations) need nothing. Measured on the CPU by the
+check's batch axis (tests/test_batch_invariant.py); the CUDA contract (fixed-order kernels
+without split-K) is not built: on a GPU the same tiles apply, not yet run on a GPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from samebits.errors import UserError
+
+aten = torch.ops.aten
+
+# op -> the positions of its arguments whose dim 0 is the batch (the rest: weights, shared)
+ROW_ARGS: dict[Any, tuple[int, ...]] = {
+    aten.linear.default: (0,),
+    aten.mm.default: (0,),
+    aten.addmm.default: (1,),
+    aten.matmul.default: (0, 1),  # both where the second is batched too (attention), else the first
+    aten.bmm.default: (0, 1),
+    aten.baddbmm.default: (1, 2),
+    aten.conv1d.default: (0,),
+    aten.conv2d.default: (0,),
+    aten.conv3d.default: (0,),
+    aten.scaled_dot_product_attention.default: (0, 1, 2),
+}
+# arguments that are per row only where their dim 0 is the batch's (else broadcast to every row)
+PER_ROW_IF_BATCHED: dict[Any, tuple[int, ...]] = {
+    aten.addmm.default: (0,),
+    aten.baddbmm.default: (0,),
+    aten.scaled_dot_product_attention.default: (3,),
+}
+TILE = 32
+
+
+class BatchInvariant(TorchDispatchMode):
+    """The dispatch mode behind :func:`batch_invariant`."""
+
+    def __init__(self, tile: int = TILE) -> None:
+        super().__init__()
+        if not isinstance(tile, int) or isinstance(tile, bool) or tile < 1:
+            raise ValueError(f"tile must be a positive int, not {tile!r}")
+        self.tile = tile
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        rows = ROW_ARGS.get(func)
+        if func is aten.matmul.default and len(args) > 1 and getattr(args[1], "dim", lambda: 0)() < 3:
+            rows = (0,)  # a batch times a weight
+        if rows is None or not _batched(args, rows):
+            return func(*args, **kwargs)
+        return _tiled(func, args, kwargs, rows, self.tile)
+
+
+def _batched(args: tuple[Any, ...], rows: tuple[int, ...]) -> bool:
+    """Whether the call has a batch to tile: its row arguments are tensors with one leading size
+    (a matmul of a 1-D vector, or mismatched leading sizes, is left alone)."""
+    tensors = [args[i] for i in rows if i < len(args)]
+    if len(tensors) != len(rows) or not all(isinstance(t, torch.Tensor) and t.dim() >= 2 for t in tensors):
+        return False
+    return len({t.shape[0] for t in tensors}) == 1
+
+
+def _tiled(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], rows: tuple[int, ...], tile: int) -> Any:
+    batch = args[rows[0]].shape[0]
+    if batch == tile:
+        return func(*args, **kwargs)
+    count = -(-batch // tile)
+    padded = count * tile
+
+    def pad(t: torch.Tensor) -> torch.Tensor:
+        return t if t.shape[0] == padded else torch.cat([t, t.new_zeros(padded - batch, *t.shape[1:])])
+
+    per_row = {i: pad(args[i]) for i in rows}
+    dims = args[rows[0]].dim()
+    for i in PER_ROW_IF_BATCHED.get(func, ()):  # a bias or a mask given per row, not broadcast
+        extra = args[i] if i < len(args) else None
+        if isinstance(extra, torch.Tensor) and extra.dim() == dims and extra.shape[0] == batch:
+            per_row[i] = pad(extra)
+    mask = kwargs.get("attn_mask")
+    row_mask = pad(mask) if isinstance(mask, torch.Tensor) and mask.dim() == dims and mask.shape[0] == batch else None
+    outs = []
+    for k in range(count):
+        part = slice(k * tile, (k + 1) * tile)
+        call = tuple(per_row[i][part] if i in per_row else a for i, a in enumerate(args))
+        options = {**kwargs, "attn_mask": row_mask[part]} if row_mask is not None else kwargs
+        outs.append(func(*call, **options))
+    return torch.cat(outs)[:batch]
+
+
+def batch_invariant(tile: int = TILE) -> BatchInvariant:
+    """A context in which a row's bits do not depend on its batch: matmuls, linear layers,
+    convolutions and attention run on fixed tiles of ``tile`` rows (padded), so every call has
+    the shape it has for a batch of one. Costs what the padding and the extra calls cost (a batch
+    of one runs ``tile`` rows); measured by ``bench/batch_invariant.py``."""
+    return BatchInvariant(tile)
+
+
+@contextlib.contextmanager
+def batch_invariant_forwards(model: nn.Module, tile: int = TILE) -> Iterator[nn.Module]:
+    """Every forward of ``model`` inside :func:`batch_invariant` for the block (its module names
+    and hooks unchanged), the hooks removed after."""
+    modes: list[BatchInvariant] = []
+
+    def enter(module: nn.Module, inputs: Any) -> None:
+        mode = BatchInvariant(tile)
+        mode.__enter__()
+        modes.append(mode)
+
+    def leave(module: nn.Module, inputs: Any, output: Any) -> None:
+        if modes:
+            modes.pop().__exit__(None, None, None)
+
+    handles = [model.register_forward_pre_hook(enter), model.register_forward_hook(leave, always_call=True)]
+    try:
+        yield model
+    finally:
+        for h in handles:
+            h.remove()
+        while modes:
+            modes.pop().__exit__(None, None, None)
+
+
+def tiles_of(batch_invariant: bool | int, backend: str) -> int | None:
+    """The tile size ``batch_invariant=`` asks for (``True``: the default), or ``None``."""
+    if batch_invariant is False or batch_invariant is None:
+        return None
+    if backend != "eager":
+        raise UserError(
+            f"batch_invariant runs the model's ops through samebits' tiles, which a compiled backend bypasses; "
+            f"use backend='eager', not {backend!r}"
+        )
+    tile = TILE if batch_invariant is True else batch_invariant
+    if not isinstance(tile, int) or isinstance(tile, bool) or tile < 1:
+        raise UserError(f"batch_invariant must be True, False or a positive tile size, not {batch_invariant!r}")
+    return tile

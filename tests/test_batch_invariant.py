@@ -1,0 +1,105 @@
+"""``samebits.batch_invariant()``: matmuls, linear layers, convolutions and attention on fixed
+tiles of rows, so a row's bits do not depend on its batch with no calibration; proved by the
+check's batch axis and by rows compared alone and in batches."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import samebits
+from samebits.errors import UserError
+
+
+def rows_alone_and_in_batches(fn, x: torch.Tensor, sizes=(1, 2, 3, 5, 8, 17, 31, 32, 33, 64)) -> list[int]:
+    """The batch sizes at which row 0 gets the bits it gets alone."""
+    alone = fn(x[:1])[0]
+    return [n for n in sizes if torch.equal(fn(x[:n])[0], alone)]
+
+
+def test_a_linear_layer_keeps_a_rows_bits_in_every_batch_and_its_values():
+    torch.manual_seed(0)
+    layer = nn.Linear(256, 257).eval()
+    x = torch.randn(64, 256)
+    with torch.inference_mode(), samebits.batch_invariant():
+        assert rows_alone_and_in_batches(layer, x) == [1, 2, 3, 5, 8, 17, 31, 32, 33, 64]
+        tiled = layer(x)
+    with torch.inference_mode():
+        plain = layer(x)
+    torch.testing.assert_close(tiled, plain)  # the same math, on fixed tiles
+
+
+def test_attention_matmuls_and_sdpa_are_tiled_over_the_batch_with_their_masks():
+    torch.manual_seed(1)
+    q, k, v = (torch.randn(40, 4, 9, 16) for _ in range(3))
+    mask = torch.rand(40, 1, 9, 9) > 0.3
+    mask[..., 0] = True  # every query sees at least one key
+
+    def attention(n_rows):
+        return torch.nn.functional.scaled_dot_product_attention(
+            q[:n_rows], k[:n_rows], v[:n_rows], attn_mask=mask[:n_rows]
+        )
+
+    def scores(n_rows):
+        return torch.matmul(q[:n_rows], k[:n_rows].transpose(-1, -2))
+
+    with torch.inference_mode(), samebits.batch_invariant(tile=8):
+        for fn in (attention, scores):
+            alone = fn(1)[0]
+            assert all(torch.equal(fn(n)[0], alone) for n in (2, 7, 8, 9, 40))
+        tiled = attention(40)
+    torch.testing.assert_close(tiled, attention(40))
+
+
+@pytest.mark.parametrize("spec", ["demo:mlp", "demo:cnn"])
+def test_the_checks_batch_axis_is_identical_under_batch_invariant(spec):
+    report = samebits.check(spec, axes=("batch", "process"), batch_invariant=True)
+    verdicts = {a.axis: a.verdict for a in report.axes}
+    assert verdicts == {"batch": "identical", "process": "identical"}, report.axes
+
+
+def test_a_predictor_with_batch_invariant_verifies_every_size_and_keeps_a_rows_bits(tmp_path):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(96, 257), nn.GELU(), nn.Linear(257, 11)).eval()
+    x = torch.randn(45, 96)
+    with samebits.Predictor(model, example_inputs=x[:4], cache_dir=tmp_path, batch_invariant=True) as p:
+        assert p.invariance.sizes == [1, 2, 4, 8, 16, 32, 64, 128, 256]  # measured: every size, no padding
+        batch = p.predict(x)
+        assert all(torch.equal(batch[i], p.predict_one(x[i])) for i in (0, 17, 44))
+        tiled_key = p.calibration_key
+    plain = samebits.Predictor(model, example_inputs=x[:4], cache_dir=tmp_path)
+    assert plain.calibration_key != tiled_key  # another calibration: the tiles give other bits
+    with pytest.raises(UserError, match="use backend='eager', not 'onnxruntime'"):
+        samebits.Predictor(model, example_inputs=x[:4], backend="onnxruntime", batch_invariant=True)
+    with pytest.raises(UserError, match="a positive tile size"):
+        samebits.Predictor(model, example_inputs=x[:4], batch_invariant=0)
+
+
+def test_a_transformers_model_keeps_a_rows_bits_with_its_padding_mask():
+    pytest.importorskip("transformers")
+    import real_models
+
+    model, example = real_models.bert()
+    ids, mask = example["input_ids"], example["attention_mask"]
+    big_ids = torch.cat([ids[1:2], torch.randint(3, 512, (32, 12), generator=torch.Generator().manual_seed(2))])
+    big_mask = torch.cat([mask[1:2], torch.ones(32, 12, dtype=mask.dtype)])  # row 0 padded, the others not
+
+    def first_row(n):
+        return model(input_ids=big_ids[:n], attention_mask=big_mask[:n]).last_hidden_state[0]
+
+    with torch.inference_mode(), samebits.batch_invariant():
+        alone = first_row(1)
+        assert [n for n in (2, 5, 33) if torch.equal(first_row(n), alone)] == [2, 5, 33]
+
+
+def test_a_broadcast_bias_or_mask_is_not_cut_into_rows_even_when_its_size_matches():
+    # addmm's 1-D bias of N values, with N equal to the batch: broadcast, not per row
+    a, w, bias = torch.randn(7, 5), torch.randn(5, 7), torch.randn(7)
+    q = torch.randn(6, 2, 6, 4)
+    mask = torch.rand(6, 6) > 0.2  # [L, S] with L equal to the batch: broadcast
+    mask[:, 0] = True
+    with torch.inference_mode(), samebits.batch_invariant(tile=4):
+        torch.testing.assert_close(torch.addmm(bias, a, w), bias + a @ w)
+        tiled = torch.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+    torch.testing.assert_close(tiled, torch.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=mask))
