@@ -194,3 +194,19 @@ def test_timings_wait_for_the_gpu_where_cuda_runs(monkeypatch):
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: synced.append(1))
     times = interleaved_times({"a": lambda: None, "b": lambda: None}, rounds=3, budget=60)
     assert len(synced) == 1 + sum(len(v) for v in times.seconds.values())  # after the warm-ups, after each call
+
+
+def test_the_plan_leaves_the_plain_split_only_where_every_round_and_a_quiet_machine_say_so():
+    from samebits.runtime.invariance import Invariance
+
+    # 128 rows cost 8x what 64 do at the median: two forwards of 64 are cheaper than one of 128
+    seconds = {"4": 1.0, "8": 1.1, "64": 5.0, "128": 40.0}
+    steady = {k: [v, v * 1.02, v * 0.98] for k, v in seconds.items()}
+    timed = {"forward_seconds": seconds, "forward_rounds": steady, "load": QUIET.to_dict()}
+    assert Invariance("class", [4, 8, 64, 128], timed).plan(128) == [(64, 64), (64, 64)]
+    # one round where the big forward was as cheap: not a gain the rounds agree on
+    noisy = {**steady, "128": [40.0, 9.0, 40.0]}
+    assert Invariance("class", [4, 8, 64, 128], {**timed, "forward_rounds": noisy}).plan(128) == [(128, 128)]
+    # timed while other processes held the cores: the plain split
+    busy = {**timed, "load": BUSY.to_dict()}
+    assert Invariance("class", [4, 8, 64, 128], busy).plan(128) == [(128, 128)]

@@ -30,8 +30,9 @@ class Invariance:
     def plan(self, n: int) -> list[tuple[int, int]]:
         """``[(rows, run_at), ...]`` covering ``n`` rows: each chunk runs at a verified size.
         Among such plans, the one that the calibration's timings say is fastest (every verified
-        size gives the same bits, so this choice is free); without timings, or where the gain
-        is within noise (< 10%), chunks of the largest size and the rest padded up."""
+        size gives the same bits, so this choice is free); without timings, where the gain is
+        within noise (< 10%), or where a round of the timed forwards or the machine's load says
+        otherwise, chunks of the largest size and the rest padded up."""
         if self.scheme == "off" or not self.sizes:
             return [(n, n)]
         memo = self.__dict__.setdefault("_plans", {})  # not a field: the search runs once per n
@@ -39,11 +40,23 @@ class Invariance:
             greedy = _greedy(n, self.sizes)
             costs = self.costs()
             best = _cheapest(n, tuple(sorted(costs.items()))) if costs else greedy
-            plan = best if costs and _cost(best, costs) < 0.9 * _cost(greedy, costs) else greedy
+            faster = costs and _cost(best, costs) < 0.9 * _cost(greedy, costs) and self._holds(best, greedy)
+            plan = best if faster else greedy
             if len(memo) >= 4096:
                 memo.clear()
             memo[n] = plan
         return list(memo[n])
+
+    def _holds(self, best: list[tuple[int, int]], greedy: list[tuple[int, int]]) -> bool:
+        """Whether ``best`` was cheaper than ``greedy`` in every round of the timed forwards, on
+        a machine that was not busy (true where the calibration kept no rounds)."""
+        rounds = {int(k): v for k, v in (self.measured.get("forward_rounds") or {}).items()}
+        if not rounds or not all(s in rounds for _, s in best + greedy):
+            return True
+        load = Load.from_dict(self.measured.get("load"))
+        count = min(len(rounds[s]) for _, s in best + greedy)
+        ratios = [sum(rounds[s][r] for _, s in greedy) / sum(rounds[s][r] for _, s in best) for r in range(count)]
+        return Ratio.over(ratios, load).clear and min(ratios) > 1.0
 
     def costs(self) -> dict[int, float] | None:
         """Seconds the calibration took at each verified size (relative forward costs), or
