@@ -52,7 +52,15 @@ POSITIVE = {
         "inputs.half()\n",
         "self_tensor = None\nimages.contiguous()\n",
     ],
-    "SB301": ["import torch\nmodel.eval()\nfor batch in loader:\n    preds = model(batch)\n"],
+    "SB301": [
+        "import torch\nmodel.eval()\nfor batch in loader:\n    preds = model(batch)\n",
+        # grad turned off, then on again before the loop
+        "import torch\nmodel.eval()\ntorch.set_grad_enabled(False)\nwarm(model)\ntorch.set_grad_enabled(True)\n"
+        "for batch in loader:\n    preds = model(batch)\n",
+        # a profiler's step() is not an optimizer's: the file is still inference
+        "import torch\nmodel.eval()\nwith torch.profiler.profile() as p:\n    for batch in loader:\n"
+        "        preds = model(batch)\n        p.step()\n",
+    ],
     "SB302": [
         "outs = []\nfor batch in loader:\n    outs.append(model(batch))\n",
         "for x, y in loader:\n    out = model(x)\n    loss = criterion(out, y)\n    loss.backward()\n    losses.append(loss)\n",
@@ -103,6 +111,8 @@ NEGATIVE = {
         "m = make()\nm.to(device)\n",
     ],
     "SB301": [
+        "import torch\nmodel.eval()\ntorch.set_grad_enabled(False)\nfor batch in loader:\n    preds = model(batch)\n",
+        "import torch\nmodel.eval()\ndef run(batch):\n    return model(batch)\ntorch.set_grad_enabled(False)\nrun(x)\n",
         "import torch\nmodel.eval()\nwith torch.inference_mode():\n    for batch in loader:\n        preds = model(batch)\n",
         "import torch\nmodel.eval()\n@torch.no_grad()\ndef predict(batch):\n    return model(batch)\n",
         "import torch\nmodel.eval()\ndef predict(model, batch):\n    return model(batch)\n",

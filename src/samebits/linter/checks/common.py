@@ -144,7 +144,10 @@ class FileContext:
             yield node
 
     def under_no_grad(self, node: ast.AST) -> bool:
-        """Inside ``with torch.no_grad()/inference_mode()/set_grad_enabled(False)`` or a function decorated so."""
+        """Inside ``with torch.no_grad()/inference_mode()/set_grad_enabled(False)``, a function
+        decorated so, or after a bare ``torch.set_grad_enabled(False)`` statement in an enclosing
+        body (the module's included: a script that turns grad off at its top)."""
+        child = node
         for parent in self.ancestors(node):
             if isinstance(parent, (ast.With, ast.AsyncWith)):
                 if any(self._is_no_grad(item.context_expr) for item in parent.items):
@@ -152,7 +155,37 @@ class FileContext:
             if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 if any(self._is_no_grad(d) for d in parent.decorator_list):
                     return True
+            if self._grad_off_before(parent, child):
+                return True
+            child = parent
         return False
+
+    def _grad_off_before(self, parent: ast.AST, child: ast.AST) -> bool:
+        """Whether a body of ``parent`` turns grad off by a bare ``set_grad_enabled(False)`` before
+        the statement ``child`` (and does not turn it on again in between)."""
+        for body in (getattr(parent, f, None) for f in ("body", "orelse", "finalbody")):
+            if not isinstance(body, list) or child not in body:
+                continue
+            # a function or class at module level runs when called: after the script's top-level setup
+            whole = isinstance(parent, ast.Module) and isinstance(
+                child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+            )
+            off = False
+            for stmt in body if whole else body[: body.index(child)]:
+                if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+                    switch = self._grad_switch(stmt.value)
+                    off = off if switch is None else not switch
+            return off
+        return False
+
+    def _grad_switch(self, call: ast.Call) -> bool | None:
+        """``True``/``False`` for a bare ``torch.set_grad_enabled(True/False)`` call, else ``None``."""
+        name = self.dotted(call.func) or ""
+        if name not in ("torch.set_grad_enabled", "set_grad_enabled", "torch.autograd.set_grad_enabled"):
+            return None
+        if call.args and isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, bool):
+            return call.args[0].value
+        return None
 
     def _is_no_grad(self, expr: ast.AST) -> bool:
         target = expr.func if isinstance(expr, ast.Call) else expr
@@ -183,11 +216,26 @@ class FileContext:
 
     @property
     def trains(self) -> bool:
-        """Whether the file has a training step (a backward pass or an optimizer step)."""
-        return (
-            any(n.endswith((".backward", ".step")) and not n.endswith("scheduler.step") for n in self.call_names)
-            or "backward" in self.call_names
+        """Whether the file has a training step: a backward pass, or ``.step()`` on an optimizer
+        (an object built by ``torch.optim.*`` or named like one; a profiler's or a scheduler's
+        ``step()`` is not training)."""
+        if any(n.endswith(".backward") for n in self.call_names) or "backward" in self.call_names:
+            return True
+        optimizers = self._optimizer_names()
+        return any(
+            n.endswith(".step") and (n[: -len(".step")] in optimizers or _named_like_optimizer(n[: -len(".step")]))
+            for n in self.call_names
         )
+
+    def _optimizer_names(self) -> set[str]:
+        """Names bound to ``torch.optim.X(...)`` (or ``optim.X``, or a known optimizer class)."""
+        out = set()
+        for node in self.nodes:
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+                made = self.dotted(node.value.func) or ""
+                if ".optim." in f".{made}" or made.split(".")[-1] in OPTIMIZERS:
+                    out |= {n for n in (self.dotted(t) for t in node.targets) if n}
+        return out
 
     @property
     def inference_file(self) -> bool:
@@ -234,6 +282,15 @@ def _loads_weights(call: ast.Call) -> bool:
         ):
             return True
     return False
+
+
+OPTIMIZERS = {"SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "LBFGS", "Lion"}
+
+
+def _named_like_optimizer(name: str) -> bool:
+    """``optimizer``, ``opt``, ``self.optim``, ``g_optimizer``: named like an optimizer."""
+    last = name.split(".")[-1].lower()
+    return last in ("opt", "optim") or "optimizer" in last or last.endswith(("_opt", "_optim"))
 
 
 def _truthy(node: ast.AST) -> bool:
