@@ -57,6 +57,9 @@ POSITIVE = {
         # grad turned off, then on again before the loop
         "import torch\nmodel.eval()\ntorch.set_grad_enabled(False)\nwarm(model)\ntorch.set_grad_enabled(True)\n"
         "for batch in loader:\n    preds = model(batch)\n",
+        # inference through a method: a decoder loop's generate, a sampler's sample
+        "import torch\nmodel = Net()\nmodel.load_state_dict(torch.load('w.pt', weights_only=True))\nmodel.eval()\n"
+        "for text in texts:\n    mel = model.generate(text)\nclass Net(torch.nn.Module):\n    pass\n",
         # a profiler's step() is not an optimizer's: the file is still inference
         "import torch\nmodel.eval()\nwith torch.profiler.profile() as p:\n    for batch in loader:\n"
         "        preds = model(batch)\n        p.step()\n",
@@ -96,6 +99,10 @@ NEGATIVE = {
         "import torch\nmodel = Net().eval()\nmodel.load_state_dict(torch.load('w.pt', weights_only=True))\nwith torch.inference_mode():\n    y = model(x)\nclass Net(torch.nn.Module):\n    pass\n",
         "import torch\nmodel = Net()\nmodel.load_state_dict(torch.load('w.pt', weights_only=True))\nmodel.eval()\nwith torch.no_grad():\n    y = model(x)\nclass Net(torch.nn.Module):\n    pass\n",
         "import torch\nmodel = Net()\nmodel.train(False)\nwith torch.no_grad():\n    y = model(x)\nclass Net(torch.nn.Module):\n    pass\n",
+        # a model already eval'd, wrapped: the wrapper is no fresh model in training mode
+        "import torch\nmodel = Net()\nmodel.load_state_dict(torch.load('w.pt', weights_only=True))\nmodel.eval()\n"
+        "net = torch.nn.DataParallel(model)\nfast = torch.compile(model)\nwith torch.no_grad():\n"
+        "    y = net(x)\n    z = fast(x)\nclass Net(torch.nn.Module):\n    pass\n",
     ],
     "SB108": ["import torch\ntorch.use_deterministic_algorithms(True)\n"],
     "SB109": ["import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n"],
@@ -111,6 +118,9 @@ NEGATIVE = {
         "m = make()\nm.to(device)\n",
     ],
     "SB301": [
+        # transformers' generate turns grad off itself
+        "from transformers import AutoModelForCausalLM\nmodel = AutoModelForCausalLM.from_pretrained('gpt2')\n"
+        "for p in prompts:\n    out = model.generate(p)\n",
         "import torch\nmodel.eval()\ntorch.set_grad_enabled(False)\nfor batch in loader:\n    preds = model(batch)\n",
         "import torch\nmodel.eval()\ndef run(batch):\n    return model(batch)\ntorch.set_grad_enabled(False)\nrun(x)\n",
         "import torch\nmodel.eval()\nwith torch.inference_mode():\n    for batch in loader:\n        preds = model(batch)\n",

@@ -40,6 +40,10 @@ FROM_CONFIG = Source("from_config", True)
 SELF_MANAGED = Source("a predictor that handles eval and grad itself", None, manages_grad=True)
 FACTORY = Source("a model-loading function", None)
 FUNCTION = Source("a function of this file that returns a model", True)
+# methods that run a model's inference, counted as its forward (Tacotron's decoder loop, a sampler)
+INFERENCE_METHODS = ("generate", "sample", "predict", "infer", "inference", "decode", "detect")
+WRAPPED = Source("a wrapper of another model (it keeps that model's mode)", None)
+WRAPPERS = ("DataParallel", "DistributedDataParallel", "torch.compile", "FullyShardedDataParallel")
 
 # Library constructors, matched on the dotted name (import aliases resolved). Documented in the
 # rules' "Known limits".
@@ -143,6 +147,8 @@ def source_of_call(ctx: FileContext, call: ast.Call) -> Source | None:
     for prefix, source in LIBRARY:
         if name == prefix or (prefix.endswith(".") and name.startswith(prefix)):
             return source
+    if name == "torch.compile" or last in WRAPPERS:
+        return WRAPPED  # DataParallel(model) is no fresh model in training mode: the mode is the model's
     if name.startswith(("torch.nn.", "nn.")) and last[:1].isupper():
         return None if last in ("Parameter", "ParameterList", "ParameterDict", "Identity") else NN
     if last in ctx.module_classes:
@@ -408,11 +414,17 @@ class Models:
         return bool(MODULE_NAME.search(key[1].removeprefix("self.")))
 
     def called_model(self, call: ast.AST) -> ast.AST | None:
-        """The model expression of ``model(x)`` / ``model.forward(x)``, when it is a model."""
+        """The model expression of ``model(x)`` / ``model.forward(x)`` / ``model.generate(x)`` (and
+        the other inference methods of :data:`INFERENCE_METHODS`), when it is a model. A
+        transformers model's ``generate`` is not counted: it turns grad off itself."""
         if not isinstance(call, ast.Call):
             return None
         func = call.func
         if isinstance(func, ast.Attribute) and func.attr == "forward":
+            func = func.value
+        elif isinstance(func, ast.Attribute) and func.attr in INFERENCE_METHODS:
+            if func.attr == "generate" and self.source(func.value) in (PRETRAINED, FROM_CONFIG):
+                return None
             func = func.value
         return func if self.ctx.name_of(func) is not None and self.is_model(func) else None
 
