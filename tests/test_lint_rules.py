@@ -23,7 +23,12 @@ POSITIVE = {
         "import torch.backends.cudnn as cudnn\ncudnn.benchmrk = False\n",
         "import torch\ntorch.backends.mkldnn.enable = False\n",
     ],
-    "SB103": ["import torch\ntorch.use_deterministic_algorithms(True)\ntorch.backends.cudnn.benchmark = True\n"],
+    "SB103": [
+        "import torch\ntorch.use_deterministic_algorithms(True)\ntorch.backends.cudnn.benchmark = True\n",
+        # the seed's script: every RNG seeded, deterministic cuDNN asked for (misspelled), benchmark on
+        "import torch, random\nrandom.seed(0)\ntorch.manual_seed(0)\ntorch.backends.cudnn.determinstic = True\n"
+        "torch.backends.cudnn.benchmark = True\n",
+    ],
     "SB104": [
         "import torch\nfrom torch.utils.data import DataLoader\ntorch.manual_seed(0)\nloader = DataLoader(ds, num_workers=4, generator=g)\n"
     ],

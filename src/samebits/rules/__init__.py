@@ -90,7 +90,7 @@ RULES: tuple[Rule, ...] = (
         "benchmark-with-determinism",
         "static",
         "cudnn.benchmark = True in a file that asks for determinism",
-        "Finds `torch.backends.cudnn.benchmark = True` in a file that also calls `torch.use_deterministic_algorithms(True)`, sets `cudnn.deterministic = True`, or uses `samebits.deterministic`.",
+        "Finds `torch.backends.cudnn.benchmark = True` in a file that also calls `torch.use_deterministic_algorithms(True)`, sets `cudnn.deterministic = True` (or a misspelling of it, such as `determinstic`, which sets nothing but says the intent), or uses `samebits.deterministic`.",
         "Benchmark mode times several convolution algorithms at the first call of each shape and keeps the fastest; which one wins depends on noise, so two runs or processes can pick different kernels and give different bits.",
         """
       torch.use_deterministic_algorithms(True)

@@ -269,9 +269,21 @@ class FileContext:
                 return True
         for node in self.nodes:
             if isinstance(node, ast.Assign) and _truthy(node.value):
-                if any((self.dotted(t) or "").endswith("cudnn.deterministic") for t in node.targets):
+                # cudnn.deterministic, or a misspelling of it (which sets nothing, but says the intent)
+                if any(_determinism_attr(self.dotted(t) or "") for t in node.targets):
                     return True
         return False
+
+
+def _determinism_attr(target: str) -> bool:
+    """``torch.backends.cudnn.deterministic`` or a misspelling of its last part
+    (``determinstic``, ``deterministc``, ``determenistic``)."""
+    import difflib
+
+    owner, _, attr = target.rpartition(".")
+    if not owner.endswith("cudnn"):
+        return False
+    return attr == "deterministic" or difflib.SequenceMatcher(None, attr, "deterministic").ratio() >= 0.8
 
 
 def _loads_weights(call: ast.Call) -> bool:
