@@ -47,6 +47,7 @@ POSITIVE = {
         "import torch\ntorch.backends.cudnn.deterministic = True\ntorch.set_float32_matmul_precision('high')\n",
     ],
     "SB201": [
+        "from torch.autograd import Variable\nfor img in images:\n    out = model(Variable(img.unsqueeze(0)))\n",
         "import torch\nwith torch.no_grad():\n    for img in images:\n        out = model(img.unsqueeze(0))\n",
         "import torch\nwith torch.no_grad():\n    for i in range(n):\n        out = model(x[i:i+1])\n",
         "import torch\nwith torch.no_grad():\n    for img in images:\n        out = net(img[None])\n",

@@ -160,6 +160,8 @@ def missing_eval(ctx: FileContext) -> Iterator[Finding]:
 
 
 def _single_item(ctx: FileContext, arg: ast.AST) -> bool:
+    if isinstance(arg, ast.Call) and (ctx.dotted(arg.func) or "").split(".")[-1] == "Variable" and arg.args:
+        return _single_item(ctx, arg.args[0])  # Variable(x.unsqueeze(0)): old torch's wrapper, still one sample
     if (
         isinstance(arg, ast.Call)
         and isinstance(arg.func, ast.Attribute)
