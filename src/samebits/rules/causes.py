@@ -69,7 +69,7 @@ CAUSES: dict[str, CauseKind] = {
         CauseKind(
             "batch-size",
             "the batch axis groups the sizes that agree bit for bit; for a generation, copies of the prompt at the batch's row count",
-            "run every forward at one fixed tile size (pad the last batch) or use a batch-invariant backend",
+            "run every forward at one fixed tile size (pad the last batch), or inside samebits.batch_invariant()",
             {"generate": _PREDICTOR_GENERATE},
         ),
         CauseKind(
