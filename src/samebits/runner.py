@@ -14,8 +14,11 @@ _PY_OPTS_WITH_ARG = {"-W", "-X", "--check-hash-based-pycs"}
 _PY_RE = re.compile(r"^python(\d+(\.\d+)*)?(\.exe)?$")
 
 
-def child_environment(base: dict[str, str], *, seed: int, threads: int | None) -> tuple[dict[str, str], list[str]]:
-    """The environment for CMD, and a line for each variable set or overridden."""
+def child_environment(
+    base: dict[str, str], *, seed: int, threads: int | None, portable: dict[str, str] | None = None
+) -> tuple[dict[str, str], list[str]]:
+    """The environment for CMD (``portable``: a level's variables), and a line for each variable
+    set or overridden."""
     env = dict(base)
     notes: list[str] = []
 
@@ -38,6 +41,8 @@ def child_environment(base: dict[str, str], *, seed: int, threads: int | None) -
     if threads is not None:
         put("OMP_NUM_THREADS", str(threads))
         put("MKL_NUM_THREADS", str(threads))
+    for name, value in (portable or {}).items():
+        put(name, value)
     return env, notes
 
 

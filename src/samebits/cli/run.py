@@ -22,6 +22,12 @@ def run_command(
         "--deterministic",
         help="When CMD is python running a script, -m module or -c code: enter samebits.deterministic(seed) first.",
     ),
+    portable: Optional[str] = typer.Option(
+        None,
+        "--portable",
+        metavar="LEVEL",
+        help="Pin MKL, oneDNN and ATen to one baseline's code paths, the same on every CPU that can run it: x86-64-v3 (AVX2/FMA), x86-64-v2 (SSE4.2) or native (off).",
+    ),
     verbose: bool = typer.Option(False, "-v", "--verbose", help="Say on stderr what was set and what was overridden."),
 ) -> None:
     """Run CMD with PYTHONHASHSEED, CUBLAS_WORKSPACE_CONFIG and SAMEBITS_SEED set before it starts.
@@ -38,7 +44,13 @@ def run_command(
         raise UserError("no command given; usage: samebits run [OPTIONS] -- CMD [ARGS...]")
     if not 0 <= seed <= 2**32 - 1:
         raise UserError(f"--seed must be in [0, {2**32 - 1}] (the range of PYTHONHASHSEED), got {seed}")
-    env, notes = child_environment(dict(os.environ), seed=seed, threads=threads)
+    pinned = None
+    if portable is not None:
+        from samebits.determinism.portable import level
+        from samebits.fingerprint.capture import _cpuinfo
+
+        pinned = level(portable, _cpuinfo()[1]).env
+    env, notes = child_environment(dict(os.environ), seed=seed, threads=threads, portable=pinned)
     argv, note = build_command(cmd, seed=seed, threads=threads, deterministic=deterministic)
     if note:
         notes.append(note)
