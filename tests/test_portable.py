@@ -3,6 +3,8 @@ before the process starts (the first part of the portable profile, issue #27).""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import torch
 
@@ -23,7 +25,8 @@ DIGEST = (
 def digest(*run_args: str, env: dict[str, str] | None = None) -> str:
     from conftest import scrubbed_env
 
-    result = run_cli("run", *run_args, "--", "python", "-c", DIGEST, env=scrubbed_env(**(env or {})), timeout=120)
+    command = ("--", sys.executable, "-c", DIGEST)  # this interpreter, whatever PATH finds first
+    result = run_cli("run", *run_args, *command, env=scrubbed_env(**(env or {})), timeout=120)
     assert result.returncode == 0, result.stderr
     return result.stdout.split()[-2] + " " + result.stdout.split()[-1]
 
