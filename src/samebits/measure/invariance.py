@@ -13,7 +13,7 @@ import torch
 
 from samebits.errors import first_line
 from samebits.measure.batching import concat_batches, output_rows, random_neighbour
-from samebits.measure.memory import in_use_mb, peak_of
+from samebits.measure.memory import device_mb, peak_of
 from samebits.models.inputs import ModelInputs
 from samebits.tensors.digest import digest_tree
 from samebits.tensors.tree import flatten
@@ -163,7 +163,7 @@ def measure_batch_invariance(
     results: list[SizeRows] = []
     not_tried: list[int] = []
     stopped: str | None = None
-    baseline = in_use_mb(device) if memory_mb is not None else 0.0  # what memory the whole calibration grew
+    baseline = device_mb(device) if memory_mb is not None else 0.0  # what memory the whole calibration grew
     for size in sorted(set(sizes)):
         last = results[-1] if results else None
         if stopped is None and budget is not None and last is not None:

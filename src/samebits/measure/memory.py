@@ -36,7 +36,8 @@ def rss_mb() -> float:
         return peak / 2**10 if os.uname().sysname != "Darwin" else peak / 2**20
 
 
-def device_mb(device: str) -> float:
+def device_mb(device: str = "cpu") -> float:
+    """Memory in use now: this process's RSS (CUDA: memory allocated on the device)."""
     if device.startswith("cuda"):
         return torch.cuda.memory_allocated(torch.device(device)) / 2**20
     return rss_mb()
@@ -100,11 +101,6 @@ def peak_mb() -> float:
         pass
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak / 2**10 if os.uname().sysname != "Darwin" else peak / 2**20
-
-
-def in_use_mb(device: str = "cpu") -> float:
-    """Memory in use now: this process's RSS (CUDA: memory allocated on the device)."""
-    return device_mb(device)
 
 
 def peak_of(run: Any, device: str = "cpu", since: float | None = None) -> float:
