@@ -48,5 +48,5 @@ def test_levels_are_refused_in_one_line_when_unknown_or_not_runnable_here():
     )
     with pytest.raises(UserError, match="this CPU cannot run portable level x86-64-v3: it lacks avx2, fma"):
         level("x86-64-v3", {"sse4_2", "avx"})
-    assert level("x86-64-v2", {"sse4_2"}).env["MKL_CBWR"] == "COMPATIBLE"
+    assert level("x86-64-v2", {"sse4_2"}).env["MKL_CBWR"] == "COMPATIBLE,STRICT"
     assert level_of({**LEVELS["x86-64-v3"].env, "OTHER": "1"}) == "x86-64-v3" and level_of({}) is None

@@ -188,6 +188,44 @@ def thread_count(e: Evidence) -> list[Cause]:
     ]
 
 
+def cpu_code_paths(e: Evidence) -> list[Cause]:
+    machine = e.diverged("machine")
+    if machine is None:
+        return []
+    details = _details(machine, ChildrenDetails)
+    where = f" from {machine.origin.module}" if machine.origin else ""
+    pair = " and ".join(details.pair) if details and details.pair else "two simulated CPUs"
+    if details and details.portable:
+        return [
+            Cause(
+                "cpu-code-paths",
+                "machine",
+                f"under portable level {details.portable}, CPUs that can run it still compute other bits{where}",
+                f"{pair} give other bits",
+                fix_of("cpu-code-paths", "escaped"),
+            )
+        ]
+    pinned, cost = (details.pinned, details.portable_cost) if details else (None, None)
+    evidence = f"{pair} give other bits"
+    if pinned is not None:
+        evidence += f"; under {cost.level if cost else 'the portable level'} {pinned.agreed}/{pinned.runs} agree"
+    if cost is not None:
+        evidence += (
+            f"; the level's forward takes {cost.pinned_ms:g} ms against {cost.native_ms:g} ms natively "
+            f"({cost.ratio:.2f}x, fresh processes one after another)"
+        )
+    return [
+        Cause(
+            "cpu-code-paths",
+            "machine",
+            f"another CPU computes other bits{where}: MKL, oneDNN and ATen pick kernels by instruction set",
+            evidence,
+            fix_of("cpu-code-paths"),
+            verified=pinned is not None and pinned.verdict == "identical",
+        )
+    ]
+
+
 def batch_size(e: Evidence) -> list[Cause]:
     batch = e.diverged("batch")
     if batch is None:
@@ -270,6 +308,7 @@ DETECTORS = (
     state_mutation,
     per_process,
     thread_count,
+    cpu_code_paths,
     batch_size,
     memory_layout,
     nondeterministic_kernels,

@@ -14,7 +14,7 @@ from samebits.exit_codes import exit_code
 
 SCHEMA_VERSION = 1
 AxisVerdict = Literal["identical", "close", "diverged", "skipped", "error"]
-AXES = ("repeat", "seed", "state", "process", "threads", "batch", "layout")
+AXES = ("repeat", "seed", "state", "process", "threads", "batch", "layout", "machine")
 
 
 @dataclasses.dataclass
@@ -145,14 +145,28 @@ class Rerun:
 
 
 @dataclasses.dataclass
+class PortableCost:
+    """What the portable level costs on this model: median forward milliseconds natively and
+    pinned, in fresh processes run one after the other, and their ratio."""
+
+    level: str
+    native_ms: float
+    pinned_ms: float
+    ratio: float
+
+
+@dataclasses.dataclass
 class ChildrenDetails:
-    """The process and threads axes: every run (a child, or a thread count in this process), the
-    first pair that differs, the re-run."""
+    """The process, threads and machine axes: every run (a child, or a thread count in this
+    process), the first pair that differs, the re-run, the portable level's cost."""
 
     children: list[ChildRun]
     pair: list[str] | None = None
     fixed_hash_seed: Rerun | None = None
     in_process: bool = False  # the threads axis ran in this process (see measure/threads.py)
+    portable_cost: PortableCost | None = None  # the machine axis, where CPUs differ
+    pinned: Rerun | None = None  # the machine axis again, every CPU under the default level
+    portable: str | None = None  # the machine axis: the level the check ran under
 
 
 @dataclasses.dataclass

@@ -174,10 +174,10 @@ def check(
                 stack.enter_context(batch_invariant_forwards(model, opts.batch_invariant))
             check_forward(model, model_inputs, need_tensor=True)
             reset()
-            # Fresh interpreters only for what is fixed at start-up: the hash seed, and the thread
-            # count where set_num_threads cannot change it here. They start first and import torch
+            # Fresh interpreters only for what is fixed at start-up: the hash seed, the CPU's code
+            # paths, and the thread count where set_num_threads cannot change it here. They start first and import torch
             # and load the model while the in-process axes run.
-            in_children: list[str] = [a for a in ("process", "threads") if a in opts.axes]
+            in_children: list[str] = [a for a in ("process", "threads", "machine") if a in opts.axes]
             if "threads" in in_children and in_process_reason(opts.runtime) is None:
                 in_children.remove("threads")
             children = stack.enter_context(ChildAxes(ctx, in_children))

@@ -17,7 +17,22 @@ import typer
 
 from samebits import errors
 from samebits._version import __version__
-from samebits.cli import bench, cache, check, demo, doctor, env, lint, predict, record, report, run, serve, verify
+from samebits.cli import (
+    bench,
+    cache,
+    check,
+    demo,
+    doctor,
+    env,
+    lint,
+    portable,
+    predict,
+    record,
+    report,
+    run,
+    serve,
+    verify,
+)
 from samebits.errors import UserError, first_line
 
 MESSAGE_LIMIT = 200  # characters of another library's message on one line, unless --verbose
@@ -105,6 +120,8 @@ def main(argv: list[str] | None = None) -> None:
     (never 1, which means "found what it looks for"), the traceback under ``--debug``. Warnings
     and logs of third-party libraries are kept off the terminal unless ``--verbose``."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if argv is None:  # the process's own command line: --portable may start it again
+        portable.ARGV = args
     own = args[: args.index("--")] if "--" in args else args
     debug, verbose = "--debug" in own, "--verbose" in own
     for sig in (signal.SIGTERM, signal.SIGINT):

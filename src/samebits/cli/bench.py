@@ -8,6 +8,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from samebits.cli.portable import PortableOpt, enter as enter_portable
 from samebits.cli import inputs as opts
 from samebits.cli.progress import Progress
 from samebits.cli.output import check_html_path, consoles, fitted_table, write_html, write_json
@@ -47,6 +48,7 @@ def bench_command(
     device: str = opts.DeviceOpt,
     json_path: Optional[str] = opts.JsonOpt,
     html_path: Optional[str] = opts.HtmlOpt,
+    portable: Optional[str] = PortableOpt,
 ) -> None:
     """Measure every way to run MODEL side by side, with their bits.
 
@@ -54,6 +56,7 @@ def bench_command(
     invariant and not: samples/s, latency per batch (p50/p99), peak memory, whether each row
     keeps its bits, the speedup over the loop, and what invariance costs.
     """
+    enter_portable(portable)
     from samebits.deadline import Watchdog
     from samebits.errors import UserError
     from samebits.runtime.bench import bench

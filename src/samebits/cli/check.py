@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from samebits.checker.options import CheckOptions
+from samebits.cli.portable import PortableOpt, enter as enter_portable
 from samebits.cli import inputs as opts
 from samebits.cli.progress import Progress
 from samebits.errors import UserError
@@ -102,6 +103,7 @@ def check_command(
         metavar="DIR",
         help="Re-run the check of a repro folder (its inputs and options) and say what changed. MODEL is re-used only when it is data.",
     ),
+    portable: Optional[str] = PortableOpt,
 ) -> None:
     """Run MODEL under every variation that changes bits, and say where and why.
 
@@ -111,6 +113,7 @@ def check_command(
     Exit 0 when every axis is identical (or close within --atol/--rtol), 1 when one diverged,
     2 on bad input or when an axis could not run and none diverged.
     """
+    enter_portable(portable)
     from samebits.checker import check
     from samebits.deadline import Watchdog
     from samebits.tensors.compare import check_tolerances

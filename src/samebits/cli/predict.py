@@ -10,6 +10,7 @@ from typing import Optional
 
 import typer
 
+from samebits.cli.portable import PortableOpt, enter as enter_portable
 from samebits.cli import inputs as opts
 from samebits.errors import UserError
 
@@ -94,6 +95,7 @@ def predict_command(
     ),
     mean: Optional[str] = typer.Option(None, "--mean", metavar="R,G,B", help="Images: mean per channel (ImageNet's)."),
     std: Optional[str] = typer.Option(None, "--std", metavar="R,G,B", help="Images: std per channel (ImageNet's)."),
+    portable: Optional[str] = PortableOpt,
 ) -> None:
     """Run MODEL over every sample in INPUT... and write the outputs as shards in OUT_DIR.
 
@@ -105,6 +107,7 @@ def predict_command(
     not depend on --batch-size, --shard-size or --workers. A run stopped at any point continues
     with --resume and gives the same bytes; an existing OUT_DIR is refused without it.
     """
+    enter_portable(portable)
     from samebits.offline.images import IMAGENET_MEAN, IMAGENET_STD, ImagePrep
     from samebits.offline.run import predict
 

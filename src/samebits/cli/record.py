@@ -6,6 +6,7 @@ from typing import Optional
 
 import typer
 
+from samebits.cli.portable import PortableOpt, enter as enter_portable
 from samebits.cli import inputs as opts
 from samebits.golden.options import RecordOptions
 
@@ -32,6 +33,7 @@ def record_command(
         help="Record through a samebits.Predictor (as samebits serve runs it); verify runs it the same way.",
     ),
     device: str = opts.DeviceOpt,
+    portable: Optional[str] = PortableOpt,
 ) -> None:
     """Pin MODEL's outputs in a golden file.
 
@@ -39,6 +41,7 @@ def record_command(
     per-module digests and this machine's fingerprint to one safetensors file. An existing file
     is never overwritten without --force.
     """
+    enter_portable(portable)
     from samebits.golden import record
     from samebits.measure.prepare import prepare
 

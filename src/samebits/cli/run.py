@@ -46,10 +46,9 @@ def run_command(
         raise UserError(f"--seed must be in [0, {2**32 - 1}] (the range of PYTHONHASHSEED), got {seed}")
     pinned = None
     if portable is not None:
-        from samebits.determinism.portable import level
-        from samebits.fingerprint.capture import _cpuinfo
+        from samebits.determinism.portable import cpu_flags, level
 
-        pinned = level(portable, _cpuinfo()[1]).env
+        pinned = level(portable, cpu_flags()).env
     env, notes = child_environment(dict(os.environ), seed=seed, threads=threads, portable=pinned)
     argv, note = build_command(cmd, seed=seed, threads=threads, deterministic=deterministic)
     if note:

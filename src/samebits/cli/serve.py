@@ -8,6 +8,7 @@ from typing import Optional
 
 import typer
 
+from samebits.cli.portable import PortableOpt, enter as enter_portable
 from samebits.cli import inputs as opts
 from samebits.errors import UserError
 from samebits.limits import batch_rows
@@ -81,6 +82,7 @@ def serve_command(
         "--isolate",
         help="Run the model in a child process: a forward past --forward-timeout-s kills it and a new one starts.",
     ),
+    portable: Optional[str] = PortableOpt,
 ) -> None:
     """Serve MODEL over HTTP with dynamic batching; every answer has the bits of the sample run alone.
 
@@ -90,6 +92,7 @@ def serve_command(
     verified. /metrics serves Prometheus text; /docs the OpenAPI schema. SIGTERM drains the
     requests in flight and exits 0.
     """
+    enter_portable(portable)
     from samebits.errors import require
 
     for package in ("fastapi", "uvicorn"):

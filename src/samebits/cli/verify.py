@@ -6,11 +6,15 @@ import sys
 from typing import Optional
 
 import typer
+
+
 from rich.markup import escape
 from rich.table import Table
 
 from samebits.cli import inputs as opts
 from samebits.cli.output import check_html_path, consoles, write_html, write_json
+from samebits.cli.portable import enter as enter_portable
+from samebits.errors import UserError
 
 STYLE = {"identical": "green", "close": "yellow", "diverged": "bold red"}
 
@@ -64,6 +68,12 @@ def verify_command(
     ),
     json_path: Optional[str] = opts.JsonOpt,
     html_path: Optional[str] = opts.HtmlOpt,
+    portable: Optional[str] = typer.Option(
+        None,
+        "--portable",
+        metavar="LEVEL",
+        help="Verify on one baseline's code paths: x86-64-v3, x86-64-v2 or native (off) [default: the level the golden was recorded under]. The command starts itself again under it (docs/portable.md).",
+    ),
 ) -> None:
     """Re-run a golden's model (or a predict run's shards) and say what changed, by how much, and why.
 
@@ -76,6 +86,10 @@ def verify_command(
     from samebits.golden import verify
     from samebits.offline.verify import is_predictions
 
+    if portable is not None or is_predictions(golden):
+        enter_portable(portable)
+    else:
+        _enter_recorded_level(golden)
     opts.bound_loading()
     if is_predictions(golden):
         raise typer.Exit(_verify_predictions(golden, model, shards))
@@ -126,6 +140,23 @@ def verify_command(
         for line in causes:
             console.print(f"- {escape(line)}")
     raise typer.Exit(report.exit_code)
+
+
+def _enter_recorded_level(golden: str) -> None:
+    """Verify under the portable level the golden was recorded under, where this CPU and process
+    can; otherwise say why the comparison falls back to tolerances."""
+    from samebits.golden.format import read_golden
+
+    try:
+        recorded = (read_golden(golden).header["fingerprint"].get("cpu") or {}).get("portable")
+    except Exception:
+        return  # verify() says what is wrong with the file
+    if not isinstance(recorded, str):
+        return
+    try:
+        enter_portable(recorded, why=f"the golden was recorded under portable level {recorded}: verifying under it")
+    except UserError as exc:
+        print(f"samebits verify: note: {exc}; comparing without the level", file=sys.stderr)
 
 
 def register(app: typer.Typer) -> None:

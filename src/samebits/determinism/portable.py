@@ -1,19 +1,40 @@
 """Portable levels: the variables that make MKL, oneDNN and ATen take one baseline's code paths
-on any x86 CPU that supports it, so that two CPUs of one level run the same kernels. They are
-read when the libraries load: set before the process starts (``samebits run --portable``)."""
+on any x86 CPU that supports it, so that two CPUs of one level run the same kernels. The
+libraries read them when they load: they are set before the process starts (``samebits run
+--portable``, or a samebits command that starts itself again under them), never in a running one.
+
+Measured on torch 2.13 (docs/portable.md): MKL's CNR mode alone keeps ``AUTO``'s thread-count
+dependence in GEMM (a Linear at 1 and 2 threads differs under ``MKL_CBWR=AVX2``); its ``STRICT``
+variant does not, so the levels use it."""
 
 from __future__ import annotations
 
 import dataclasses
+import os
+import platform
+import sys
 
 from samebits.errors import UserError
+
+# every variable a level or a simulated machine sets; a "native" child has them removed
+CODE_PATH_VARS = (
+    "MKL_CBWR",
+    "MKL_ENABLE_INSTRUCTIONS",
+    "ONEDNN_MAX_CPU_ISA",
+    "DNNL_MAX_CPU_ISA",
+    "ATEN_CPU_CAPABILITY",
+)
 
 
 @dataclasses.dataclass(frozen=True)
 class Level:
+    """A named x86-64 baseline: what a CPU needs to run it, what pins it, and how a CPU of exactly
+    this baseline is simulated on a bigger one (its instruction sets capped, no CNR mode)."""
+
     name: str
     requires: tuple[str, ...]  # /proc/cpuinfo flags a CPU needs to run it
-    env: dict[str, str]  # set before start
+    env: dict[str, str]  # set before start: the level
+    machine: dict[str, str]  # set before start: a CPU whose best is this baseline, unpinned
 
 
 LEVELS = {
@@ -22,27 +43,40 @@ LEVELS = {
         Level(
             "x86-64-v3",
             ("avx2", "fma"),
-            {"MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"},
+            {"MKL_CBWR": "AVX2,STRICT", "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"},
+            {"MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"},
         ),
         Level(
             "x86-64-v2",
             ("sse4_2",),
-            {"MKL_CBWR": "COMPATIBLE", "ONEDNN_MAX_CPU_ISA": "SSE41", "ATEN_CPU_CAPABILITY": "default"},
+            {"MKL_CBWR": "COMPATIBLE,STRICT", "ONEDNN_MAX_CPU_ISA": "SSE41", "ATEN_CPU_CAPABILITY": "default"},
+            {"MKL_ENABLE_INSTRUCTIONS": "SSE4_2", "ONEDNN_MAX_CPU_ISA": "SSE41", "ATEN_CPU_CAPABILITY": "default"},
         ),
-        Level("native", (), {}),
+        Level("native", (), {}, {}),
     )
 }
 DEFAULT_LEVEL = "x86-64-v3"
+NATIVE = "native"
+_X86 = ("x86_64", "amd64", "i686", "x86")
 
 
-def level(name: str, cpu_flags: set[str] | None = None) -> Level:
-    """The level called ``name``; refused in one line when unknown, or when this CPU (its
-    ``/proc/cpuinfo`` flags, where known) lacks an instruction set the level runs."""
+def cpu_flags() -> set[str]:
+    """This CPU's ``/proc/cpuinfo`` flags (empty where unknown)."""
+    from samebits.fingerprint.capture import read_cpuinfo
+
+    return read_cpuinfo()[1]
+
+
+def level(name: str, flags: set[str] | None = None) -> Level:
+    """The level called ``name``; refused in one line when unknown, on a CPU that is no x86, or
+    when this CPU (its ``/proc/cpuinfo`` flags, where known) lacks an instruction set it runs."""
     found = LEVELS.get(name)
     if found is None:
         raise UserError(f"unknown portable level '{name}'; choose {', '.join(LEVELS)}")
-    if cpu_flags:
-        missing = [f for f in found.requires if f not in cpu_flags]
+    if found.requires and platform.machine().lower() not in _X86:
+        raise UserError(f"portable level {name} is an x86-64 baseline; this CPU is {platform.machine()}")
+    if flags:
+        missing = [f for f in found.requires if f not in flags]
         if missing:
             raise UserError(f"this CPU cannot run portable level {name}: it lacks {', '.join(missing)}")
     return found
@@ -54,3 +88,63 @@ def level_of(env: dict[str, str]) -> str | None:
         if found.env and all(env.get(k) == v for k, v in found.env.items()):
             return found.name
     return None
+
+
+def started_environment() -> dict[str, str]:
+    """The environment this process started with (``/proc/self/environ``): what the libraries
+    read when they loaded, whatever ``os.environ`` says now. ``os.environ`` where unreadable."""
+    try:
+        with open("/proc/self/environ", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return dict(os.environ)
+    pairs = (item.decode(errors="surrogateescape").partition("=") for item in raw.split(b"\0") if item)
+    return {k: v for k, _, v in pairs}
+
+
+def active_level() -> str | None:
+    """The portable level this process started under, or ``None``."""
+    return level_of(started_environment())
+
+
+def require(name: str) -> str | None:
+    """Check that this process runs portable level ``name``; the level (``None`` for native).
+    A running process cannot take a level: MKL, oneDNN and ATen read it when they load."""
+    found = level(name, cpu_flags())
+    if found.name == NATIVE:
+        return None
+    if active_level() != found.name:
+        pins = " ".join(f"{k}={v}" for k, v in found.env.items())
+        raise UserError(
+            f"portable level {found.name} cannot be applied in a running process: MKL, oneDNN and ATen read "
+            f"{pins} when they load; start the process with `samebits run --portable {found.name} -- CMD`"
+        )
+    return found.name
+
+
+def machines(under: str | None, flags: set[str]) -> list[tuple[str, dict[str, str]]]:
+    """The CPUs the ``machine`` axis simulates on this one, each as (label, environment before
+    start): this CPU, then every baseline below it that this CPU can run; under a level, only the
+    CPUs that can run it, each running it."""
+    pinned = LEVELS[under].env if under else {}
+    native = {k: "" for k in CODE_PATH_VARS if k not in pinned}  # "" removes the variable
+    out = [("this CPU" + (f" under {under}" if under else ""), {**native, **pinned})]
+    ranked = [LEVELS[n] for n in LEVELS if n != NATIVE]
+    floor = [lv.name for lv in ranked].index(under) if under else len(ranked) - 1
+    for lv in ranked[: floor + 1]:
+        if all(f in flags for f in lv.requires):
+            label = f"an {lv.name} CPU" + (f" under {under}" if under else "")
+            out.append((label, {**native, **lv.machine, **pinned}))
+    return out
+
+
+def reexec_under(name: str, argv: list[str]) -> None:
+    """Start this samebits command again (exec: same process id) with level ``name`` set before
+    start. Refused when the command already ran under a level it then could not see."""
+    found = LEVELS[name]
+    if os.environ.get("SAMEBITS_PORTABLE_STARTED") == name:
+        raise UserError(f"portable level {name} was set before start but this process does not run it")
+    env = {**os.environ, **found.env, "SAMEBITS_PORTABLE_STARTED": name}
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, "-m", "samebits", *argv], env)

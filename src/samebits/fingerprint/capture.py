@@ -181,18 +181,23 @@ def _match(pattern: str, text: str) -> str | None:
 
 
 def _cpu(torch: Any) -> dict[str, Any]:
-    model, flags = _cpuinfo()
+    from samebits.determinism.portable import active_level
+
+    model, flags = read_cpuinfo()
     return {
         "model": model or platform.processor() or None,
         "isa": sorted(f for f in ISA_FLAGS if f in flags),
         "capability": torch.backends.cpu.get_cpu_capability(),
         "count": os.cpu_count(),
+        "portable": active_level(),  # the baseline MKL, oneDNN and ATen were pinned to at start
     }
 
 
-def _cpuinfo() -> tuple[str | None, set[str]]:
+def read_cpuinfo() -> tuple[str | None, set[str]]:
+    """This CPU's model name and flags, from ``/proc/cpuinfo`` (or the file named by
+    ``$SAMEBITS_CPUINFO``, which describes another CPU: the tests' "other machine")."""
     try:
-        text = Path("/proc/cpuinfo").read_text(errors="replace")
+        text = Path(os.environ.get("SAMEBITS_CPUINFO") or "/proc/cpuinfo").read_text(errors="replace")
     except OSError:
         return None, set()
     model = _match(r"(?m)^(?:model name|Model|Hardware)\s*:\s*(.+)$", text)

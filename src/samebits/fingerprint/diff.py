@@ -30,6 +30,7 @@ _NOTES: list[tuple[str, bool, str]] = [
     ("cpu.capability", True, "CPU capability: ATen, MKL and oneDNN pick other vectorised kernels"),
     ("cpu.isa", True, "CPU instruction sets: MKL/oneDNN pick other kernels (e.g. AVX512 vs AVX2)"),
     ("cpu.model", True, "CPU model: kernels are chosen per microarchitecture"),
+    ("cpu.portable", True, "portable level: the baseline whose code paths MKL, oneDNN and ATen run"),
     ("cpu.count", False, "CPU count: matters only through the thread counts"),
     ("threads.intra_op", True, "intra-op threads: reductions split differently"),
     ("threads.inter_op", False, "inter-op threads: scheduling only"),
@@ -47,9 +48,16 @@ _NOTES: list[tuple[str, bool, str]] = [
     ("env.MKL_NUM_THREADS", True, "thread count: reductions split differently"),
     ("env.MKL_CBWR", True, "MKL conditional numerical reproducibility mode"),
     ("env.ATEN_CPU_CAPABILITY", True, "forced CPU capability: other ATen kernels"),
+    ("env.ONEDNN_MAX_CPU_ISA", True, "oneDNN's instruction sets capped: other convolution/matmul kernels"),
+    ("env.MKL_ENABLE_INSTRUCTIONS", True, "MKL's instruction sets capped: other GEMM kernels"),
     ("env", True, "environment variable that changes kernels"),
     ("hash_randomization", True, "hash randomisation: set and dict order of strings changes per process"),
 ]
+
+
+# What a portable level pins: two fingerprints of one level may differ here and still run the
+# same code paths (docs/portable.md says what it does not cover).
+NEUTRALISED_BY_LEVEL = ("cpu.isa", "cpu.model", "env.MKL_ENABLE_INSTRUCTIONS")
 
 
 @dataclasses.dataclass
@@ -91,10 +99,11 @@ def note_for(field: str) -> tuple[bool, str]:
 def bit_relevant(data: dict[str, Any]) -> dict[str, Any]:
     """The fields of a fingerprint (as a dict) that can change bits, by the notes above: the one
     definition that verify's policy and the Predictor's cache key share."""
+    pinned = bool((data.get("cpu") or {}).get("portable"))
     return {
         field: value
         for field, value in flatten_fields(data).items()
-        if field != "schema_version" and note_for(field)[0]
+        if field != "schema_version" and note_for(field)[0] and not (pinned and field in NEUTRALISED_BY_LEVEL)
     }
 
 
@@ -117,6 +126,8 @@ def diff(a: Any, b: Any) -> list[FieldChange]:
     fa, fb = flatten_fields(a.to_dict()), flatten_fields(b.to_dict())
     fa.pop("schema_version", None)
     fb.pop("schema_version", None)
+    level = fa.get("cpu.portable")
+    pinned = level is not None and level == fb.get("cpu.portable")
     changes = []
     for field in sorted(set(fa) | set(fb)):
         old, new = fa.get(field), fb.get(field)
@@ -125,5 +136,7 @@ def diff(a: Any, b: Any) -> list[FieldChange]:
             if field == "cpu.isa":
                 lost, gained = sorted(set(old or []) - set(new or [])), sorted(set(new or []) - set(old or []))
                 note += f" (lost {', '.join(lost) or 'none'}; gained {', '.join(gained) or 'none'})"
+            if pinned and field in NEUTRALISED_BY_LEVEL and affects:
+                affects, note = False, f"{note}; neutralised: both run portable level {level}"
             changes.append(FieldChange(field, old, new, affects, note))
     return changes

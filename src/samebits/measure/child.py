@@ -80,8 +80,20 @@ def generate_task(model: Any, inputs: Any, job: dict) -> dict:
     return {"data": {"tokens": [t.tolist() for t, _ in out], "digests": [step_digests(s) for _, s in out]}}
 
 
+def time_task(model: Any, inputs: Any, job: dict) -> dict:
+    """Seconds of each of a few forwards after a warm-up (what one process's code paths cost)."""
+    import torch
+
+    from samebits.measure.timing import interleaved_times
+
+    params = job.get("params") or {}
+    with torch.inference_mode():
+        times = interleaved_times({"forward": lambda: inputs.call(model)}, int(params.get("rounds", 7)), 3.0, 0.05)
+    return {"data": {"seconds": list(times.seconds["forward"])}}
+
+
 # Child tasks by name. Layers above add theirs in their own entry module (runtime/child.py).
-TASKS: dict[str, Task] = {"trace": trace_task, "memory": memory_task, "generate": generate_task}
+TASKS: dict[str, Task] = {"trace": trace_task, "memory": memory_task, "generate": generate_task, "time": time_task}
 
 
 def run(job: dict, *, tasks: dict[str, Task] = TASKS, wrap: Callable[[Any, Any, dict], Any] | None = None) -> dict:

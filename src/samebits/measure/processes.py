@@ -22,7 +22,8 @@ from samebits.measure.trace import Trace
 
 @dataclasses.dataclass
 class ChildJob:
-    """One child: its environment overrides and what it should run."""
+    """One child: its environment overrides (an empty value: the variable removed) and what it
+    should run."""
 
     label: str
     env: dict[str, str]
@@ -182,7 +183,10 @@ class ChildRunner:
         }
         job_file = out.with_suffix(".job.json")
         job_file.write_text(json.dumps(spec))
-        child = Child(self.entry, [str(job_file)], env={**os.environ, **job.env})
+        env = {**os.environ, **job.env}
+        for name in [k for k, v in job.env.items() if v == ""]:  # "": not set in the child
+            del env[name]
+        child = Child(self.entry, [str(job_file)], env=env)
         return child, time.monotonic(), out
 
     def _collect(self, job: ChildJob, child: Child, elapsed: float, out: Path) -> ChildResult:

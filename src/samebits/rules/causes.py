@@ -67,6 +67,14 @@ CAUSES: dict[str, CauseKind] = {
             "fix the thread count: `samebits run --threads N -- ...` or samebits.deterministic(threads=N)",
         ),
         CauseKind(
+            "cpu-code-paths",
+            "fresh processes on other x86-64 baselines' code paths (this CPU's instruction sets capped) differ, and agree under a portable level",
+            "pin the CPU code paths before start: `--portable x86-64-v3` on samebits serve, predict, record and verify, or `samebits run --portable x86-64-v3 -- CMD` (docs/portable.md)",
+            {
+                "escaped": "the portable level does not pin this op: serve from one CPU model, or verify goldens with tolerances (docs/portable.md lists what the level covers)"
+            },
+        ),
+        CauseKind(
             "batch-size",
             "the batch axis groups the sizes that agree bit for bit; for a generation, copies of the prompt at the batch's row count",
             "run every forward at one fixed tile size (pad the last batch), or inside samebits.batch_invariant()",

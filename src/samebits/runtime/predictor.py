@@ -42,6 +42,7 @@ from samebits.measure.invariance import coupled_rows
 from samebits.measure.prepare import prepare
 from samebits.measure.model_state import evaluating, hold
 from samebits.determinism.shared import acquire_profile, release_profile
+from samebits.determinism.portable import require as require_level
 from samebits.fingerprint.capture import device_identity
 from samebits.runtime.batch_invariant import BatchInvariant, tiles_of
 from samebits.runtime.invariance import (
@@ -76,6 +77,8 @@ class Predictor:
     process. With ``deterministic=True`` the :func:`samebits.deterministic` profile is applied
     for the predictor's lifetime (until :meth:`close`, the end of its ``with`` block, or its
     garbage collection); live Predictors share one profile, restored when the last one ends.
+    ``portable`` names the baseline this process must run (``samebits run --portable LEVEL``
+    starts it so): refused in one line where it does not, since a running process cannot take it.
     """
 
     def __init__(
@@ -97,7 +100,9 @@ class Predictor:
         allow_backend_drift: bool = False,
         auto_backends: tuple[str, ...] | None = None,
         batch_invariant: bool | int = False,
+        portable: str | None = None,
     ) -> None:
+        self.portable = require_level(portable) if portable is not None else None
         self._tiles = tiles_of(batch_invariant, backend)
         if backend != "auto":
             registered(backend, also=("auto",))

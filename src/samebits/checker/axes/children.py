@@ -1,5 +1,5 @@
-"""Axes that need fresh interpreters: process (hash seeds), and threads where it cannot run in
-this process (measure/threads.py)."""
+"""Axes that need fresh interpreters: process (hash seeds), machine (other CPUs' code paths),
+and threads where it cannot run in this process (measure/threads.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import dataclasses
 import random
 import time
 
+from samebits.checker.axes.machine import machine_jobs, machine_summary, portable_cost
 from samebits.checker.axes.threads import skipped_single, thread_label, threads_summary
 from samebits.checker.context import CheckContext, keys_for, origin_from
 from samebits.tensors.compare import Verdict, worst_verdict
@@ -14,6 +15,7 @@ from samebits.checker.report import AxisResult, ChildRun, ChildrenDetails, Diffe
 from samebits.runtime.child import ENTRY as RUNTIME_ENTRY
 from samebits.measure.child import OUTPUT_KEY
 from samebits.measure.ops import first_op_difference
+from samebits.determinism.portable import DEFAULT_LEVEL, active_level
 from samebits.errors import first_line
 from samebits.measure.processes import ChildJob, ChildResult, ChildRunner, Pending
 from samebits.measure.trace import first_divergence
@@ -99,8 +101,8 @@ def _localize(ctx: CheckContext, runner: ChildRunner, result: AxisResult, pair: 
 
 
 class ChildAxes:
-    """The axes that need fresh interpreters (``process``, and ``threads`` where it cannot run in
-    this process), started by :meth:`start` before the in-process axes and finished after them,
+    """The axes that need fresh interpreters (``process``, ``machine``, and ``threads`` where it
+    cannot run in this process), started by :meth:`start` before the in-process axes and finished after them,
     so that the children import torch and load the model meanwhile."""
 
     def __init__(self, ctx: CheckContext, names: list[str]) -> None:
@@ -148,6 +150,12 @@ class ChildAxes:
                     self.results["threads"] = skipped_single(ctx.options.thread_counts())
                 else:
                     self.plan["threads"] = jobs
+            if "machine" in self.names:
+                jobs, skipped = machine_jobs(active_level())
+                if skipped is not None:
+                    self.results["machine"] = skipped
+                else:
+                    self.plan["machine"] = jobs
             ctx.progress(f"starting {sum(len(j) for j in self.plan.values())} fresh processes")
             self.pending = self.runner.submit([job for jobs in self.plan.values() for job in jobs])
         except Exception as exc:
@@ -185,6 +193,16 @@ class ChildAxes:
                 details = self.results[name].details
                 assert isinstance(details, ChildrenDetails)
                 details.fixed_hash_seed = Rerun(again.verdict, again.agreed, again.runs)
+            if name == "machine":
+                details = self.results[name].details
+                if isinstance(details, ChildrenDetails):
+                    details.portable = active_level()
+                    pinned_jobs, cannot = machine_jobs(DEFAULT_LEVEL)
+                    if pair is not None and details.portable is None and cannot is None:
+                        ctx.progress(f"machine: every CPU again under {DEFAULT_LEVEL}, and what it costs")
+                        again, _ = _compare_children(ctx, name, runner.run(pinned_jobs))
+                        details.pinned = Rerun(again.verdict, again.agreed, again.runs)
+                        details.portable_cost = portable_cost(runner)
             if pair is not None:
                 ctx.progress(f"{name}: the two processes that differ, again with hooks")
                 _localize(ctx, runner, self.results[name], pair, jobs)
@@ -196,4 +214,6 @@ def _summary(name: str, result: AxisResult) -> str:
         return result.reason
     if name == "process":
         return f"{result.agreed}/{result.runs} processes with different PYTHONHASHSEED agree"
+    if name == "machine":
+        return machine_summary(result)
     return threads_summary(result)
