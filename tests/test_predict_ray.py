@@ -92,3 +92,27 @@ def test_a_forward_that_raises_in_an_actor_is_the_models_error(local_ray, tmp_pa
     with pytest.raises(Exception, match=r"the model's forward raised .*ValueError: a value over 50") as caught:
         predict_dataset(ds, spec, batch_size=8).take_all()
     assert "internal error" not in str(caught.value)
+
+
+def test_the_ray_engine_under_a_portable_level_writes_the_levels_bytes(samples, tmp_path):
+    """`predict --portable` started itself under the level; its Ray actors start under it too
+    (Ray's runtime_env) and refuse to run otherwise: the shards equal the local run's."""
+    from conftest import run_cli
+
+    from samebits.determinism.portable import read_cpuinfo
+
+    if not {"avx2", "fma"} <= read_cpuinfo()[1]:
+        pytest.skip("this CPU cannot run x86-64-v3")
+    np.save(tmp_path / "a.npy", samples[:60].numpy())
+    level = ("--portable", "x86-64-v3", "--shard-size", "25")
+    local = run_cli("predict", SPEC, str(tmp_path / "a.npy"), "-o", str(tmp_path / "local"), *level, timeout=300)
+    assert local.returncode == 0, local.stderr
+    on_ray = run_cli(
+        "predict", SPEC, str(tmp_path / "a.npy"), "-o", str(tmp_path / "ray"), *level, "--engine", "ray",
+        "--workers", "2", timeout=600,
+    )  # fmt: skip
+    assert on_ray.returncode == 0, on_ray.stderr
+    shards = lambda out: {p.name: p.read_bytes() for p in sorted(out.glob("shard-*"))}  # noqa: E731
+    assert shards(tmp_path / "ray") == shards(tmp_path / "local") and len(shards(tmp_path / "local")) == 3
+    manifest = json.loads((tmp_path / "ray" / "manifest.json").read_text())
+    assert manifest["fingerprint"]["cpu"]["portable"] == "x86-64-v3"

@@ -1,5 +1,6 @@
 """The Ray Serve deployment (samebits.serve.ray) on a local Ray: two replicas give every answer
-the bits of the sample run alone, and a replica whose fingerprint differs refuses to start."""
+the bits of the sample run alone, a replica whose fingerprint differs refuses to start, and
+replicas under a portable level answer with its bits."""
 
 from __future__ import annotations
 
@@ -78,3 +79,18 @@ def test_a_replica_with_another_fingerprint_refuses_to_start(local_ray):
     assert "fingerprint" in message and "differs from the first replica" in message
     serve.delete("odd")
     ray.kill(registry)
+
+
+def test_replicas_under_a_portable_level_answer_with_the_levels_bits(local_ray, tmp_path):
+    from samebits.determinism.portable import read_cpuinfo
+    from test_portable_profile import predictions_under
+
+    if not {"avx2", "fma"} <= read_cpuinfo()[1]:
+        pytest.skip("this CPU cannot run x86-64-v3")
+    rows = torch.randn(5, 32, generator=torch.Generator().manual_seed(3))
+    want = predictions_under("x86-64-v3", rows, tmp_path)
+    app = deployment(SPEC, options=ServeOptions(max_batch_size=8), name="pinned", portable="x86-64-v3")
+    serve.run(app.bind(), name="pinned", route_prefix="/pinned")
+    got = infer(f"{local_ray}/pinned/v2/models/mlp/infer", rows)
+    assert torch.equal(got, want)  # the replica started under the level (Ray's runtime_env)
+    serve.delete("pinned")

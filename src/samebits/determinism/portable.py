@@ -12,7 +12,10 @@ from __future__ import annotations
 import dataclasses
 import os
 import platform
+import re
 import sys
+from pathlib import Path
+from typing import Any
 
 from samebits.errors import UserError
 
@@ -60,10 +63,20 @@ NATIVE = "native"
 _X86 = ("x86_64", "amd64", "i686", "x86")
 
 
+def read_cpuinfo() -> tuple[str | None, set[str]]:
+    """This CPU's model name and flags, from ``/proc/cpuinfo`` (or the file named by
+    ``$SAMEBITS_CPUINFO``, which describes another CPU: the tests' "other machine")."""
+    try:
+        text = Path(os.environ.get("SAMEBITS_CPUINFO") or "/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return None, set()
+    model = re.search(r"(?m)^(?:model name|Model|Hardware)\s*:\s*(.+)$", text)
+    flags = re.search(r"(?m)^(?:flags|Features)\s*:\s*(.+)$", text)
+    return (model.group(1).strip() if model else None), set(flags.group(1).split() if flags else ())
+
+
 def cpu_flags() -> set[str]:
     """This CPU's ``/proc/cpuinfo`` flags (empty where unknown)."""
-    from samebits.fingerprint.capture import read_cpuinfo
-
     return read_cpuinfo()[1]
 
 
@@ -107,9 +120,11 @@ def active_level() -> str | None:
     return level_of(started_environment())
 
 
-def require(name: str) -> str | None:
-    """Check that this process runs portable level ``name``; the level (``None`` for native).
-    A running process cannot take a level: MKL, oneDNN and ATen read it when they load."""
+def require(name: str | None) -> str | None:
+    """Check that this process runs portable level ``name``; the level (``None`` for native or
+    none). A running process cannot take a level: MKL, oneDNN and ATen read it when they load."""
+    if name is None:
+        return None
     found = level(name, cpu_flags())
     if found.name == NATIVE:
         return None
@@ -136,6 +151,12 @@ def machines(under: str | None, flags: set[str]) -> list[tuple[str, dict[str, st
             label = f"an {lv.name} CPU" + (f" under {under}" if under else "")
             out.append((label, {**native, **lv.machine, **pinned}))
     return out
+
+
+def ray_options(name: str | None) -> dict[str, Any]:
+    """Ray's options that start a worker process under level ``name`` (its variables set before
+    the worker starts, as the libraries need); none for ``None``."""
+    return {"runtime_env": {"env_vars": dict(LEVELS[name].env)}} if name else {}
 
 
 def reexec_under(name: str, argv: list[str]) -> None:

@@ -9,7 +9,6 @@ import os
 import platform
 import re
 import sys
-from pathlib import Path
 from typing import Any
 
 SCHEMA_VERSION = 1
@@ -181,7 +180,7 @@ def _match(pattern: str, text: str) -> str | None:
 
 
 def _cpu(torch: Any) -> dict[str, Any]:
-    from samebits.determinism.portable import active_level
+    from samebits.determinism.portable import active_level, read_cpuinfo
 
     model, flags = read_cpuinfo()
     return {
@@ -191,18 +190,6 @@ def _cpu(torch: Any) -> dict[str, Any]:
         "count": os.cpu_count(),
         "portable": active_level(),  # the baseline MKL, oneDNN and ATen were pinned to at start
     }
-
-
-def read_cpuinfo() -> tuple[str | None, set[str]]:
-    """This CPU's model name and flags, from ``/proc/cpuinfo`` (or the file named by
-    ``$SAMEBITS_CPUINFO``, which describes another CPU: the tests' "other machine")."""
-    try:
-        text = Path(os.environ.get("SAMEBITS_CPUINFO") or "/proc/cpuinfo").read_text(errors="replace")
-    except OSError:
-        return None, set()
-    model = _match(r"(?m)^(?:model name|Model|Hardware)\s*:\s*(.+)$", text)
-    flags = _match(r"(?m)^(?:flags|Features)\s*:\s*(.+)$", text) or ""
-    return (model.strip() if model else None), set(flags.split())
 
 
 def _devices(torch: Any, devices: bool | None) -> list[dict[str, Any]]:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from samebits.limits import thread_count
+from samebits.determinism.portable import ray_options, require as require_level
 from samebits.errors import UserError
 
 
@@ -48,6 +49,7 @@ class Scorer:
         from samebits.runtime.predictor import Predictor
 
         self.job = job
+        require_level(job.get("portable"))
         loaded = as_loaded(job["spec"])
         example = _inputs(job["example"], job["columns"])
         with num_threads(job["threads"]["build"]):
@@ -93,17 +95,20 @@ def predict_dataset(
     num_cpus_per_actor: float = 0.5,
     threads_per_actor: int | None = None,
     cache_dir: str | None = None,
+    portable: str | None = None,
 ) -> Any:
     """``ds`` scored by ``model_spec`` (a MODEL spec string: each actor loads it): a Dataset of
     ``id_column`` and one column per output path. Columns go to the forward's inputs by name, as
     for Parquet (a single other column feeds a model with one input). ``num_cpus_per_actor``
     below 1 leaves CPU for Ray's read tasks on a small machine. ``device``: where each actor's
-    Predictor runs."""
+    Predictor runs. ``portable``: the level this driver runs (``samebits run --portable``), which
+    every actor is started under."""
     import ray
 
     from samebits.measure.prepare import check_device
 
     check_device(device)
+    portable = require_level(portable)
     from samebits.measure.threads import num_threads
     from samebits.models.target import as_loaded
     from samebits.offline.parquet import map_columns
@@ -138,6 +143,7 @@ def predict_dataset(
             "example": first,
             "threads": {"build": threads["build"], "run": threads["per_worker"]},
             "plan": predictor.plan.describe(),
+            "portable": portable,
         }
     return ds.map_batches(
         Scorer,
@@ -146,6 +152,7 @@ def predict_dataset(
         batch_format="numpy",
         compute=ray.data.ActorPoolStrategy(size=actors),
         num_cpus=num_cpus_per_actor,
+        **ray_options(portable),
     )
 
 
@@ -157,6 +164,7 @@ class _ShardActor:
     def __init__(self, job: dict[str, Any]) -> None:
         from samebits.offline.workers import ShardWorker
 
+        require_level(job.get("portable"))
         self.worker = ShardWorker(job, check_fingerprint=False)
 
     def shard(self, index: int) -> dict[str, Any]:
@@ -177,7 +185,7 @@ def run_on_ray(job: dict[str, Any], todo: list[int], done: Any, actors: int, num
     started_here = not ray.is_initialized()
     if started_here:
         ray.init(include_dashboard=False, log_to_driver=False)
-    remote: Any = ray.remote(num_cpus=num_cpus_per_actor)(_ShardActor)
+    remote: Any = ray.remote(num_cpus=num_cpus_per_actor, **ray_options(job.get("portable")))(_ShardActor)
     handles = [remote.remote(job) for _ in range(actors)]
     try:
         for entry in ActorPool(handles).map_unordered(lambda actor, i: actor.shard.remote(i), todo):

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from samebits.determinism.portable import active_level
 from samebits.errors import UserError, first_line
 from samebits.limits import batch_rows, max_threads, thread_count
 from samebits.files import BadJson, FolderBusy, atomic_write, exclusive, folder_state, read_json, sha256_file
@@ -392,6 +393,7 @@ def predict(
                         "threads": {"build": threads["build"], "run": threads["per_worker"]},
                         "out": str(out),
                         "expect": {k: header[k] for k in ("plan", "fingerprint_sha256", "weights_sha256")},
+                        "portable": active_level(),  # Ray's actors start under it (runtime_env)
                     }
                     if engine == "ray":
                         from samebits.offline.ray_data import run_on_ray

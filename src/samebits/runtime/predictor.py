@@ -102,7 +102,7 @@ class Predictor:
         batch_invariant: bool | int = False,
         portable: str | None = None,
     ) -> None:
-        self.portable = require_level(portable) if portable is not None else None
+        self.portable = require_level(portable)
         self._tiles = tiles_of(batch_invariant, backend)
         if backend != "auto":
             registered(backend, also=("auto",))

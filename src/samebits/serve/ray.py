@@ -5,7 +5,9 @@ protocol (``POST /<route>/v2/models/NAME/infer``). ``pip install 'samebits[ray]'
 Replicas share the Predictor's calibration and compiled artifacts through its cache folder (pass
 one on shared storage as ``cache_dir`` across machines). The first replica to start records its
 bit-relevant fingerprint; a replica whose fingerprint differs (another CPU ISA, another torch)
-would answer with other bits, so it refuses to start and says why.
+would answer with other bits, so it refuses to start and says why. With ``portable=LEVEL`` every
+replica starts under the level (Ray's ``runtime_env``), so CPUs of other kinds that can run it
+give one answer (their instruction sets no longer count), and a node that cannot is refused.
 
     from ray import serve
     from samebits.serve.ray import deployment
@@ -27,14 +29,23 @@ def deployment(
     num_replicas: int = 1,
     cache_dir: str | None = None,
     name: str = "samebits",
+    portable: str | None = None,
 ) -> Any:
     """A Ray Serve deployment of ``model_spec`` (a MODEL spec string: each replica loads it).
     ``max_ongoing_requests`` is set from ``options.max_batch_size`` so that a replica can fill a
     batch (Ray's default of 5 would cap it)."""
     from ray import serve
 
+    from samebits.determinism.portable import level, ray_options, require
+
+    if portable:
+        level(portable)  # an unknown level: refused here, not in every replica
+
     @serve.deployment(
-        name=name, num_replicas=num_replicas, max_ongoing_requests=max(options.max_batch_size, options.max_queue // 8)
+        name=name,
+        num_replicas=num_replicas,
+        max_ongoing_requests=max(options.max_batch_size, options.max_queue // 8),
+        ray_actor_options=ray_options(portable),
     )
     class SamebitsReplica:
         def __init__(self) -> None:
@@ -44,6 +55,7 @@ def deployment(
             from samebits.serve.batcher import Batcher
             from samebits.serve.server import served
 
+            require(portable)
             one = served(model_spec, None, options, cache_dir)
             self.name, self.predictor, self.signature = one.name, one.runner, one.signature
             mine = bit_relevant_digest(self.predictor.fingerprint)

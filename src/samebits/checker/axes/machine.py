@@ -13,14 +13,30 @@ from samebits.measure.processes import ChildJob, ChildRunner
 COST_ROUNDS = 2  # each a native and a pinned process, one after the other
 
 
-def machine_jobs(under: str | None) -> tuple[list[ChildJob], AxisResult | None]:
+def machine_jobs(under: str | None, runtime: str | None = None) -> tuple[list[ChildJob], AxisResult | None]:
     """One child per simulated CPU (under portable level ``under``: those that can run it, each
-    running it), one fixed hash seed for all; or the axis skipped, and why."""
+    running it), one fixed hash seed for all; or the axis skipped, and why (a ``runtime`` whose
+    kernels the simulation cannot reach would agree everywhere here and not on other CPUs)."""
+    unreachable = _unsimulated(runtime, under)
+    if unreachable:
+        return [], AxisResult("machine", "skipped", reason=unreachable)
     sims = machines(under, cpu_flags())
     if len(sims) < 2:
         reason = "no x86-64 baseline below this CPU to run (the machine axis simulates x86-64 CPUs)"
         return [], AxisResult("machine", "skipped", reason=reason)
     return [ChildJob(label, {"PYTHONHASHSEED": "0", **env}) for label, env in sims], None
+
+
+def _unsimulated(runtime: str | None, under: str | None) -> str | None:
+    from samebits.runtime.backends import REGISTRY
+
+    name = (runtime or "").partition(":")[2] or "eager"
+    if name == "auto" and under is None:
+        return "backend auto may choose onnxruntime, whose CPU kernels pick their instruction sets themselves: name a backend, or check under --portable (which leaves it out)"
+    backend = REGISTRY.get(name)
+    if backend is not None and not backend.portable_cpu:
+        return f"the {name} backend's CPU kernels pick their instruction sets themselves: capping them to simulate another CPU is not possible"
+    return None
 
 
 def portable_cost(runner: ChildRunner) -> PortableCost | None:

@@ -56,12 +56,23 @@ class Backend:
     keyword_inputs: ClassVar[bool] = True  # it takes keyword inputs (else positional only)
     auto: ClassVar[bool] = True  # backend="auto" measures it unless told otherwise
     cuda_only: ClassVar[bool] = False  # it runs on a CUDA device only
+    # its CPU kernels follow the variables a portable level sets (MKL, oneDNN, ATen); a backend
+    # with its own instruction-set dispatch does not, and is not run under a level
+    portable_cpu: ClassVar[bool] = True
 
     def unavailable(self, device: str) -> str | None:
         """Why the backend cannot run here on ``device``, or ``None`` where it can."""
         if self.cuda_only and not device.startswith("cuda"):
             return f"the {self.name} backend needs a CUDA device"
-        return None
+        from samebits.determinism.portable import active_level
+
+        level = active_level()
+        if self.portable_cpu or level is None or not device.startswith("cpu"):
+            return None
+        return (
+            f"the {self.name} backend's CPU kernels pick their instruction sets themselves: "
+            f"portable level {level} does not pin them (docs/portable.md)"
+        )
 
     def versions(self) -> dict[str, str]:
         """Versions of the packages the backend's artifacts depend on (part of their content key)."""

@@ -76,6 +76,7 @@ class OnnxRuntime(Backend):
     name = "onnxruntime"
     packages = ("onnxruntime", "onnx", "onnxscript")
     torch_threaded = False  # its own thread pool, sized when the session is built
+    portable_cpu = False  # MLAS dispatches on the CPU's instruction sets; no variable caps it
 
     def unavailable(self, device: str) -> str | None:
         try:
