@@ -256,3 +256,16 @@ def test_the_machine_axis_skips_a_runtime_whose_kernels_it_cannot_cap():
     if {"avx2", "fma"} <= FLAGS:
         assert machine_jobs("x86-64-v3", "predictor:auto")[1] is None  # under a level auto leaves onnxruntime out
         assert len(machine_jobs(None, "predictor:eager")[0]) >= 2
+
+
+@needs_avx2
+def test_verify_recomputes_a_predict_run_under_its_level(tmp_path):
+    torch.save(torch.randn(12, 256, generator=torch.Generator().manual_seed(2)), tmp_path / "x.pt")
+    out = tmp_path / "out"
+    made = run_cli("predict", "demo:mlp", str(tmp_path / "x.pt"), "-o", str(out), "--portable", "x86-64-v3")
+    assert made.returncode == 0, made.stderr
+    again = run_cli("verify", str(out))  # this process starts natively: verify takes the run's level
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "recorded under portable level x86-64-v3" in again.stderr
+    if torch.backends.cpu.get_cpu_capability() == "AVX512":  # natively, other kernels: other bits (measured)
+        assert run_cli("verify", str(out), "--portable", "native").returncode == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Optional
 
 import typer
@@ -86,7 +87,7 @@ def verify_command(
     from samebits.golden import verify
     from samebits.offline.verify import is_predictions
 
-    if portable is not None or is_predictions(golden):
+    if portable is not None:
         enter_portable(portable)
     else:
         _enter_recorded_level(golden)
@@ -143,14 +144,21 @@ def verify_command(
 
 
 def _enter_recorded_level(golden: str) -> None:
-    """Verify under the portable level the golden was recorded under, where this CPU and process
-    can; otherwise say why the comparison falls back to tolerances."""
+    """Verify under the portable level the golden (or predict run) was recorded under, where this
+    CPU and process can; otherwise say why the comparison falls back to tolerances."""
+    from samebits.files import read_json
     from samebits.golden.format import read_golden
+    from samebits.offline.run import MANIFEST
+    from samebits.offline.verify import is_predictions
 
     try:
-        recorded = (read_golden(golden).header["fingerprint"].get("cpu") or {}).get("portable")
+        if is_predictions(golden):
+            fingerprint = read_json(Path(golden) / MANIFEST)["fingerprint"]
+        else:
+            fingerprint = read_golden(golden).header["fingerprint"]
+        recorded = (fingerprint.get("cpu") or {}).get("portable")
     except Exception:
-        return  # verify() says what is wrong with the file
+        return  # verify says what is wrong with the file
     if not isinstance(recorded, str):
         return
     try:
