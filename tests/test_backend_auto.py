@@ -148,11 +148,11 @@ def test_the_plan_is_cached_and_a_second_predictor_builds_only_what_it_runs(cach
 def test_unavailable_and_unknown_backends(cache):
     with pytest.raises(samebits.UserError, match="unknown backend 'nope' in auto_backends"):
         samebits.Predictor("demo:mlp", backend="auto", auto_backends=("nope",), cache_dir=cache)
-    p = samebits.Predictor(
+    with samebits.Predictor(
         mlp(), example_inputs=rows(8), backend="auto", auto_backends=("eager", "tensorrt"), cache_dir=cache
-    )
-    assert "tensorrt" in p.auto.skipped and p.plan.backends == ("eager",)
-    assert "left out: tensorrt (" in p.notes[0]
+    ) as p:
+        assert "tensorrt" in p.auto.skipped and p.plan.backends == ("eager",)
+        assert "left out: tensorrt (" in p.notes[0]
 
 
 def test_auto_on_a_transformers_bert(cache):

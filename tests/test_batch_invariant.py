@@ -68,8 +68,8 @@ def test_a_predictor_with_batch_invariant_verifies_every_size_and_keeps_a_rows_b
         batch = p.predict(x)
         assert all(torch.equal(batch[i], p.predict_one(x[i])) for i in (0, 17, 44))
         tiled_key = p.calibration_key
-    plain = samebits.Predictor(model, example_inputs=x[:4], cache_dir=tmp_path)
-    assert plain.calibration_key != tiled_key  # another calibration: the tiles give other bits
+    with samebits.Predictor(model, example_inputs=x[:4], cache_dir=tmp_path) as plain:
+        assert plain.calibration_key != tiled_key  # another calibration: the tiles give other bits
     with pytest.raises(UserError, match="use backend='eager', not 'onnxruntime'"):
         samebits.Predictor(model, example_inputs=x[:4], backend="onnxruntime", batch_invariant=True)
     with pytest.raises(UserError, match="a positive tile size"):
