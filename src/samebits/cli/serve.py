@@ -25,6 +25,13 @@ def serve_command(
     int_range: Optional[str] = opts.IntRangeOpt,
     host: str = typer.Option(D.host, "--host", help="Address to listen on (loopback by default)."),
     port: int = typer.Option(D.port, "--port", min=0, max=65535, help="Port to listen on (0: any free port)."),
+    grpc_port: Optional[int] = typer.Option(
+        None,
+        "--grpc-port",
+        min=0,
+        max=65535,
+        help="Also serve the protocol over gRPC (inference.GRPCInferenceService, as Triton) on this port, same batcher (0: any free port).",
+    ),
     backend: str = typer.Option(
         D.backend,
         "--backend",
@@ -87,7 +94,8 @@ def serve_command(
     """Serve MODEL over HTTP with dynamic batching; every answer has the bits of the sample run alone.
 
     Speaks the Open Inference Protocol (KServe v2 REST: /v2/health/ready, /v2/models/NAME,
-    POST /v2/models/NAME/infer with JSON or binary tensors), so Triton and KServe clients work.
+    POST /v2/models/NAME/infer with JSON or binary tensors; with --grpc-port also its gRPC
+    service), so Triton and KServe clients work.
     Requests are batched through one samebits.Predictor, which runs only batch sizes it has
     verified. /metrics serves Prometheus text; /docs the OpenAPI schema. SIGTERM drains the
     requests in flight and exits 0.
@@ -97,11 +105,16 @@ def serve_command(
 
     for package in ("fastapi", "uvicorn"):
         require(package, "samebits serve", "serve")
+    if grpc_port is not None:
+        os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")  # before gRPC's import (see grpc_service)
+        for package in ("grpc", "google.protobuf"):
+            require(package, "samebits serve --grpc-port", "serve")
     from samebits.serve.server import build, serve
 
     options = ServeOptions(
         host=host,
         port=port,
+        grpc_port=grpc_port,
         backend=backend,
         max_batch_size=max_batch_size,
         max_wait_ms=max_wait_ms,
@@ -148,7 +161,8 @@ def serve_command(
         typer.echo(
             f"serving {app.state.model_name} on http://{host}:{bound} (verified batch sizes {sizes}); "
             f"POST /v2/models/{app.state.model_name}/infer"
-            + (f", /v2/models/{app.state.model_name}/generate" if app.state.generates else ""),
+            + (f", /v2/models/{app.state.model_name}/generate" if app.state.generates else "")
+            + (f"; gRPC on {host}:{app.state.grpc_port}" if app.state.grpc_port is not None else ""),
             err=True,
         )
 

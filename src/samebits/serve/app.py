@@ -123,6 +123,15 @@ def _rows_of(tensors: dict[str, torch.Tensor], signature: Signature) -> int:
     return rows.pop()
 
 
+def known_outputs(names: list[str], signature: Signature) -> list[str]:
+    """``names``, each an output of the model (else :class:`ProtocolError`)."""
+    everything = [s.name for s in signature.outputs]
+    unknown = [n for n in names if n not in everything]
+    if unknown:
+        raise ProtocolError(f"unknown output(s) {', '.join(unknown)}; this model gives {', '.join(everything)}")
+    return names
+
+
 def _requested(request: dict[str, Any], signature: Signature) -> tuple[list[str], set[str]]:
     """The output names to answer with, and those to send in binary."""
     everything = [s.name for s in signature.outputs]
@@ -132,10 +141,7 @@ def _requested(request: dict[str, Any], signature: Signature) -> tuple[list[str]
         return everything, set(everything) if all_binary else set()
     if not isinstance(wanted, list) or not all(isinstance(o, dict) and isinstance(o.get("name"), str) for o in wanted):
         raise ProtocolError("'outputs' must be a list of objects with a 'name'")
-    names = [o["name"] for o in wanted]
-    unknown = [n for n in names if n not in everything]
-    if unknown:
-        raise ProtocolError(f"unknown output(s) {', '.join(unknown)}; this model gives {', '.join(everything)}")
+    names = known_outputs([o["name"] for o in wanted], signature)
     binary = {o["name"] for o in wanted if parameters(o, f"output {o['name']}").get("binary_data", all_binary)}
     return names, binary
 
@@ -168,6 +174,30 @@ class Decoded:
     length: int
 
 
+def checked(tensors: dict[str, torch.Tensor], signature: Signature) -> tuple[dict[str, torch.Tensor], int]:
+    """A request's named tensors checked against the signature (names, datatypes, row shapes,
+    rows, ids), padded to their bucket where inputs are padded: (tensors, length before padding)."""
+    _rows_of(tensors, signature)
+    signature.check_ids(tensors)
+    length = 0
+    if signature.buckets is not None:
+        try:
+            length = signature.buckets.length_of(tensors)
+        except ValueError as exc:
+            raise ProtocolError(str(exc)) from None
+        tensors = signature.buckets.pad(tensors, signature.buckets.bucket_of(length))
+    return tensors, length
+
+
+def cropped(signature: Signature, output: Any, length: int) -> dict[str, torch.Tensor]:
+    """The batcher's answer as named outputs, those that carry a padded length cut back to it."""
+    named = signature.named_outputs(output)
+    for out_name, dims in signature.crop.items():
+        for dim in dims:
+            named[out_name] = named[out_name].narrow(dim, 0, length)
+    return named
+
+
 def decode(body: bytes, header_length: str | None, signature: Signature, max_json: int | None = None) -> Decoded:
     """Read one infer request; every problem is a :class:`ProtocolError` (400; 413 for a JSON
     part over ``max_json`` bytes)."""
@@ -183,15 +213,7 @@ def decode(body: bytes, header_length: str | None, signature: Signature, max_jso
         tensors[tensor_name] = tensor
     if offset != len(binary):
         raise ProtocolError(f"{len(binary) - offset} binary bytes follow the last binary input")
-    _rows_of(tensors, signature)
-    signature.check_ids(tensors)
-    length = 0
-    if signature.buckets is not None:
-        try:
-            length = signature.buckets.length_of(tensors)
-        except ValueError as exc:
-            raise ProtocolError(str(exc)) from None
-        tensors = signature.buckets.pad(tensors, signature.buckets.bucket_of(length))
+    tensors, length = checked(tensors, signature)
     names, binary_out = _requested(parsed, signature)
     request_id = parsed.get("id")
     if request_id is not None and not isinstance(request_id, str):
@@ -223,10 +245,7 @@ async def answer(
         raise HTTPError(413, str(exc)) from None
     except ProtocolError as exc:
         raise HTTPError(400, str(exc)) from None
-    named = signature.named_outputs(await submitted(batcher, signature.arguments(request.tensors)))
-    for out_name, dims in signature.crop.items():  # the outputs that carry the length: cut back to it
-        for dim in dims:
-            named[out_name] = named[out_name].narrow(dim, 0, request.length)
+    named = cropped(signature, await submitted(batcher, signature.arguments(request.tensors)), request.length)
     entries, chunks = encode_outputs({n: named[n] for n in request.names}, request.binary_out)
     reply: dict[str, Any] = {"model_name": name, "model_version": "1", "outputs": entries}
     if request.request_id is not None:
@@ -294,11 +313,17 @@ def create_app(
         if generating is not None:
             await generating.close()
 
+    extensions = ["binary_tensor_data", *(["generate"] if generating is not None else [])]
     app = FastAPI(title="samebits serve", version=__version__, lifespan=lifespan)
     app.state.batcher = batcher
     app.state.model_name = name
     app.state.not_ready = not_ready
     app.state.generates = generating is not None
+    # what samebits.serve.grpc_service answers from, so both protocols say the same
+    app.state.signature = signature
+    app.state.model_metadata = model_metadata
+    app.state.server_metadata = {"name": "samebits", "version": __version__, "extensions": extensions}
+    app.state.metrics = metrics
 
     @app.exception_handler(HTTPError)
     async def _error(request: Request, exc: HTTPError) -> JSONResponse:
@@ -318,6 +343,13 @@ def create_app(
             and batcher.broken is None
         )
 
+    def checked_ready() -> bool:
+        """Readiness as /v2/health/ready answers it (a dead worker process is restarted first)."""
+        batcher.watch_worker()
+        return ready()
+
+    app.state.ready = checked_ready
+
     def readiness(body: dict[str, Any]) -> JSONResponse:
         batcher.watch_worker()
         if batcher.broken is not None:
@@ -336,8 +368,7 @@ def create_app(
 
     @app.get("/v2")
     async def server_metadata() -> dict[str, Any]:
-        extensions = ["binary_tensor_data", *(["generate"] if generating is not None else [])]
-        return {"name": "samebits", "version": __version__, "extensions": extensions}
+        return dict(app.state.server_metadata)
 
     @app.get("/v2/health/live")
     async def live() -> dict[str, bool]:

@@ -12,6 +12,7 @@ class ServeOptions:
 
     host: str = "127.0.0.1"
     port: int = 8000
+    grpc_port: int | None = None  # also serve the protocol over gRPC on this port (0: any free port)
     backend: str = "eager"
     max_batch_size: int = 32  # rows per forward; the Predictor verifies the sizes up to this
     max_wait_ms: float = 1.0  # extra wait for rows, only when the queue filled during the last batch

@@ -86,8 +86,9 @@ def parameters(obj: dict[str, Any], where: str) -> dict[str, Any]:
     return value
 
 
-def decode_tensor(spec: Any, binary: bytes, offset: int) -> tuple[str, torch.Tensor, int]:
-    """One request input: (name, tensor, the binary offset after it)."""
+def tensor_header(spec: Any) -> tuple[str, list[int], str]:
+    """(name, shape, datatype) of one request input, checked: a name, a datatype of the protocol,
+    a shape of non-negative integers of at most ``MAX_ELEMENTS`` values."""
     if not isinstance(spec, dict):
         raise ProtocolError("each input must be an object with name, shape, datatype and data")
     name = spec.get("name")
@@ -99,31 +100,49 @@ def decode_tensor(spec: Any, binary: bytes, offset: int) -> tuple[str, torch.Ten
         raise ProtocolError(f"input {name}: 'shape' must be a list of non-negative integers")
     if not isinstance(datatype, str) or datatype not in DATATYPES:
         raise ProtocolError(f"input {name}: datatype {datatype!r} is not one of {', '.join(DATATYPES)}")
-    dtype = DATATYPES[datatype]
     count = math.prod(shape)
     if count > MAX_ELEMENTS or any(d > MAX_ELEMENTS for d in shape):
         raise ProtocolError(f"input {name}: shape {shape} is larger than the {MAX_ELEMENTS} values one input may hold")
+    return name, shape, datatype
+
+
+def itemsize(datatype: str) -> int:
+    """Bytes per value of ``datatype`` in the raw (binary) encoding."""
+    return torch.empty(0, dtype=DATATYPES[datatype]).element_size()
+
+
+def from_raw(raw: bytes, datatype: str, shape: list[int]) -> torch.Tensor:
+    """A tensor from its raw little-endian bytes (already checked to be ``prod(shape)`` values),
+    copied: the request's buffer is not kept."""
+    dtype = DATATYPES[datatype]
+    tensor = torch.frombuffer(bytearray(raw), dtype=dtype) if raw else torch.empty(0, dtype=dtype)
+    return tensor.reshape(shape)
+
+
+def decode_tensor(spec: Any, binary: bytes, offset: int) -> tuple[str, torch.Tensor, int]:
+    """One request input: (name, tensor, the binary offset after it)."""
+    name, shape, datatype = tensor_header(spec)
+    count = math.prod(shape)
     size = parameters(spec, f"input {name}").get("binary_data_size")
     if size is not None:
-        itemsize = torch.empty(0, dtype=dtype).element_size()
-        if not isinstance(size, int) or size != count * itemsize:
-            raise ProtocolError(f"input {name}: binary_data_size {size!r} is not {count} x {itemsize} bytes")
+        width = itemsize(datatype)
+        if not isinstance(size, int) or size != count * width:
+            raise ProtocolError(f"input {name}: binary_data_size {size!r} is not {count} x {width} bytes")
         if offset + size > len(binary):
             raise ProtocolError(f"input {name}: the body ends before its {size} binary bytes")
-        raw = bytearray(binary[offset : offset + size])
-        tensor = torch.frombuffer(raw, dtype=dtype) if size else torch.empty(0, dtype=dtype)
-        return name, tensor.reshape(shape), offset + size
+        return name, from_raw(binary[offset : offset + size], datatype, shape), offset + size
     if "data" not in spec:
         raise ProtocolError(f"input {name}: no 'data' (and no binary_data_size)")
-    return name, _from_json(name, spec["data"], shape, datatype).reshape(shape), offset
+    return name, from_values(name, spec["data"], shape, datatype).reshape(shape), offset
 
 
 _KINDS = {"BOOL": "b", "UINT8": "iu", "INT8": "iu", "INT16": "iu", "INT32": "iu", "INT64": "iu"}
 
 
-def _from_json(name: str, data: Any, shape: list[int], datatype: str) -> torch.Tensor:
-    """JSON ``data`` (flat or nested, row-major) as a tensor of ``datatype``, checked in one
-    vectorised pass: every value of the datatype's kind, in its range, ``prod(shape)`` of them."""
+def from_values(name: str, data: Any, shape: list[int], datatype: str) -> torch.Tensor:
+    """JSON ``data`` (flat or nested, row-major; or a gRPC request's typed contents) as a tensor
+    of ``datatype``, checked in one vectorised pass: every value of the datatype's kind, in its
+    range, ``prod(shape)`` of them."""
     count = math.prod(shape)
     try:
         array = np.asarray(data if isinstance(data, list) else [data])
@@ -153,10 +172,16 @@ def encode_outputs(outputs: dict[str, torch.Tensor], binary: set[str]) -> tuple[
         t = tensor.detach().cpu().contiguous()
         entry: dict[str, Any] = {"name": name, "datatype": datatype_of(t.dtype), "shape": list(t.shape)}
         if name in binary:
-            raw = t.view(torch.int16).numpy().tobytes() if t.dtype == torch.bfloat16 else t.numpy().tobytes()
+            raw = raw_bytes(t)
             entry["parameters"] = {"binary_data_size": len(raw)}
             chunks.append(raw)
         else:
             entry["data"] = t.float().reshape(-1).tolist() if t.dtype == torch.bfloat16 else t.reshape(-1).tolist()
         entries.append(entry)
     return entries, chunks
+
+
+def raw_bytes(tensor: torch.Tensor) -> bytes:
+    """A tensor's values as the protocol's raw little-endian bytes, row-major."""
+    t = tensor.detach().cpu().contiguous()
+    return t.view(torch.int16).numpy().tobytes() if t.dtype == torch.bfloat16 else t.numpy().tobytes()

@@ -1,6 +1,8 @@
 """Run the server: build the Predictor (calibrated before the port opens, so the server is ready
-when it listens), then uvicorn. samebits owns SIGTERM and SIGINT: new requests get 503, queued and
-running ones are answered, then the process exits 0 (uvicorn alone re-raises the signal)."""
+when it listens), then uvicorn, and (``--grpc-port``) the gRPC service beside it in the same event
+loop, over the same batcher. samebits owns SIGTERM and SIGINT: new requests get 503 (gRPC:
+UNAVAILABLE), queued and running ones are answered, then the process exits 0 (uvicorn alone
+re-raises the signal)."""
 
 from __future__ import annotations
 
@@ -170,8 +172,13 @@ def build(
 
 def serve(app: FastAPI, options: ServeOptions = ServeOptions(), on_ready: Callable[[int], None] | None = None) -> None:
     """Serve ``app`` until SIGTERM or SIGINT, then drain and return. ``on_ready(port)`` is called
-    once the port is open (the bound port, also for ``port=0``)."""
+    once the port is open (the bound port, also for ``port=0``). With ``options.grpc_port``, the
+    gRPC service is bound before and started with uvicorn (its bound port in
+    ``app.state.grpc_port`` by then), and stopped after the batcher drained."""
     import uvicorn
+
+    grpc: Any = None  # the grpc.aio server (--grpc-port), bound in main()
+    app.state.grpc_port = None
 
     class Server(uvicorn.Server):
         @contextlib.contextmanager
@@ -179,7 +186,9 @@ def serve(app: FastAPI, options: ServeOptions = ServeOptions(), on_ready: Callab
             yield  # samebits installs its own handlers below
 
         async def startup(self, sockets: Any = None) -> None:
-            await super().startup(sockets)
+            await super().startup(sockets)  # the app's lifespan has started the batcher
+            if self.started and grpc is not None:
+                await grpc.start()
             # Everything loaded so far (torch, the model, the app) lives as long as the server:
             # out of the collector's sight, a full collection no longer walks it mid-request
             gc.freeze()
@@ -190,7 +199,19 @@ def serve(app: FastAPI, options: ServeOptions = ServeOptions(), on_ready: Callab
     server = Server(config)
 
     async def main() -> None:
+        nonlocal grpc
         loop = asyncio.get_running_loop()
+        if options.grpc_port is not None:  # bound first: a port in use is one line before REST opens
+            from samebits.serve.grpc_service import create_server
+
+            grpc, app.state.grpc_port = create_server(app, options)
+        try:
+            await run(loop)
+        finally:
+            if grpc is not None:
+                await grpc.stop(None)  # at once where serving ended otherwise (no-op after a drain)
+
+    async def run(loop: asyncio.AbstractEventLoop) -> None:
         stopping = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stopping.set)
@@ -205,6 +226,10 @@ def serve(app: FastAPI, options: ServeOptions = ServeOptions(), on_ready: Callab
         # in the worker thread answered its requests with 503 already and is not waited for.
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(app.state.batcher.drain(), options.forward_timeout_s + options.timeout_s + 5)
+        if grpc is not None:  # calls answered by the drain send their answers; new ones are refused
+            from samebits.serve.grpc_service import STOP_GRACE_S
+
+            await grpc.stop(STOP_GRACE_S)
         server.should_exit = True
         await task
 

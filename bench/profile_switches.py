@@ -1,9 +1,10 @@
-"""Does ``torch.backends.mkldnn.deterministic`` change an inference forward's bits, and what does
-it cost? Each model in fresh processes (two per setting), with the switch on and off, at 1 and 2
-threads: the output digest and the median forward time. Issue #28 decides the Predictor's
-profile from this table (docs/predict.md).
+"""Which of the deterministic profile's CPU switches change an inference forward's bits, and what
+each costs: every model in fresh processes (two per setting, interleaved), at 1 and 2 threads,
+with none of them, each alone, and all (what ``samebits.deterministic()`` sets): the output digest
+and the median forward time. Issue #28 decides the Predictor's profile from this table
+(docs/predict.md).
 
-Run: python bench/mkldnn_deterministic.py [--models resnet18,demo:cnn,small_cnn,medium_mlp,bert,vit,t5,clip,bart,gpt2,detector]
+Run: python bench/profile_switches.py [--models resnet18,demo:cnn,small_cnn,medium_mlp,bert,vit,t5,clip,bart,gpt2,detector]
 """
 
 from __future__ import annotations
@@ -47,12 +48,24 @@ def build(name: str):
     return model.eval(), ModelInputs.from_example(example)
 
 
-def child(name: str, flag: bool) -> None:
+SETTINGS = {
+    "none": (),
+    "mkldnn.deterministic": ("mkldnn",),
+    "deterministic algorithms": ("algorithms",),
+    "+ fill uninitialized memory": ("algorithms", "fill"),
+    "the whole profile": ("mkldnn", "algorithms", "fill"),
+}
+
+
+def child(name: str, setting: str) -> None:
     import torch
 
     import samebits
 
-    torch.backends.mkldnn.deterministic = flag
+    switches = SETTINGS[setting]
+    torch.backends.mkldnn.deterministic = "mkldnn" in switches
+    torch.use_deterministic_algorithms("algorithms" in switches)
+    torch.utils.deterministic.fill_uninitialized_memory = "fill" in switches
     model, inputs = build(name)
     with torch.inference_mode():
         out = inputs.call(model)
@@ -65,10 +78,10 @@ def child(name: str, flag: bool) -> None:
     print(json.dumps({"digest": samebits.digest(out)[:16], "ms": statistics.median(times) * 1e3}))
 
 
-def run(name: str, flag: bool, threads: int) -> dict:
+def run(name: str, setting: str, threads: int) -> dict:
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "PYTHONHASHSEED": "0"}
     done = subprocess.run(
-        [sys.executable, __file__, "--child", name, "--flag", str(int(flag))],
+        [sys.executable, __file__, "--child", name, "--setting", setting],
         env=env,
         capture_output=True,
         text=True,
@@ -83,24 +96,27 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", default=MODELS)
     parser.add_argument("--child")
-    parser.add_argument("--flag", type=int)
+    parser.add_argument("--setting")
     args = parser.parse_args()
     if args.child:
-        return child(args.child, bool(args.flag))
+        return child(args.child, args.setting)
     print(f"{os.cpu_count()} cores, load before {os.getloadavg()[0]:.2f}")
-    print("| model | threads | bits on = off (2 processes each) | on / off forward time |")
-    print("|---|---|---|---|")
+    others = [s for s in SETTINGS if s != "none"]
+    print("| model | threads | none, ms | " + " | ".join(f"{s}: bits, time" for s in others) + " |")
+    print("|---|---|---|" + "---|" * len(others))
     for name in args.models.split(","):
         for threads in (1, 2):
-            runs: dict[bool, list[dict]] = {True: [], False: []}
-            for _ in range(2):  # on, off, on, off: the time ratio is not one moment against another
-                for flag in (True, False):
-                    runs[flag].append(run(name, flag, threads))
-            digests = {r["digest"] for rs in runs.values() for r in rs}
-            on = statistics.median(r["ms"] for r in runs[True])
-            off = statistics.median(r["ms"] for r in runs[False])
-            same = "yes" if len(digests) == 1 else f"NO ({len(digests)} digests)"
-            print(f"| {name} | {threads} | {same} | {on / off:.2f}x ({on:.2f} / {off:.2f} ms) |", flush=True)
+            runs: dict[str, list[dict]] = {s: [] for s in SETTINGS}
+            for _ in range(2):  # every setting, twice, interleaved: no ratio is one moment against another
+                for setting in SETTINGS:
+                    runs[setting].append(run(name, setting, threads))
+            base = runs["none"]
+            ms = {s: statistics.median(r["ms"] for r in rs) for s, rs in runs.items()}
+            cells = []
+            for s in others:
+                same = {r["digest"] for r in runs[s] + base}
+                cells.append(f"{'same' if len(same) == 1 else 'OTHER BITS'}, {ms[s] / ms['none']:.2f}x")
+            print(f"| {name} | {threads} | {ms['none']:.2f} | " + " | ".join(cells) + " |", flush=True)
     print(f"load after {os.getloadavg()[0]:.2f}")
 
 
