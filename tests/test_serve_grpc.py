@@ -248,19 +248,10 @@ def test_sigterm_answers_grpc_calls_in_flight_and_exits_0():
 
 
 def test_golden_readiness_is_the_same_over_grpc(tmp_path):
-    import subprocess
-    import sys
-
-    from conftest import scrubbed_env
+    from conftest import run_cli
 
     golden = tmp_path / "mlp.safetensors"
-    recorded = subprocess.run(
-        [sys.executable, "-m", "samebits", "record", f"{MODELS}:mlp", "-o", str(golden), "--runtime", "predictor"],
-        capture_output=True,
-        text=True,
-        env=scrubbed_env(),
-        timeout=120,
-    )
+    recorded = run_cli("record", f"{MODELS}:mlp", "-o", str(golden), "--runtime", "predictor")
     assert recorded.returncode == 0, recorded.stderr
     other = Server(f"{MODELS}:mlp_retrained", "--golden", str(golden), "--name", "mlp", "--grpc-port", "0")
     try:

@@ -30,7 +30,7 @@ def serve_command(
         "--grpc-port",
         min=0,
         max=65535,
-        help="Also serve the protocol over gRPC (inference.GRPCInferenceService, as Triton) on this port, same batcher (0: any free port).",
+        help="Also serve the protocol over gRPC on this port, as Triton does, through the same batcher (0: any free port).",
     ),
     backend: str = typer.Option(
         D.backend,
