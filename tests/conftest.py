@@ -73,6 +73,19 @@ def golden(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def reference():
+    """The served MLP's (tests/serve_models.py) ``predict_one`` in this process: the bits every
+    served answer must have."""
+    import serve_models
+
+    from samebits.runtime.predictor import Predictor
+
+    model, example = serve_models.mlp()
+    with Predictor(model, example_inputs=example, max_batch_size=16) as predictor:
+        yield predictor
+
+
 @pytest.fixture
 def cli():
     return run_cli

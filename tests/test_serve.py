@@ -20,7 +20,6 @@ import torch
 
 pytest.importorskip("fastapi", reason="samebits serve needs its extra: pip install 'samebits[serve]'")
 
-from samebits.runtime.predictor import Predictor  # noqa: E402
 
 from conftest import scrubbed_env  # noqa: E402
 
@@ -95,16 +94,6 @@ def moody():
     )
     yield server
     assert server.stop() == 0
-
-
-@pytest.fixture(scope="module")
-def reference():
-    """``predict_one`` in this process: the bits every answer must have."""
-    import serve_models
-
-    model, example = serve_models.mlp()
-    with Predictor(model, example_inputs=example, max_batch_size=16) as predictor:
-        yield predictor
 
 
 def as_tensor(answer: dict, name: str = "output_0") -> torch.Tensor:

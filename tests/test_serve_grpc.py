@@ -19,7 +19,6 @@ tgrpc = pytest.importorskip("tritonclient.grpc", reason="the gRPC tests use trit
 from tritonclient.grpc import service_pb2, service_pb2_grpc  # noqa: E402
 from tritonclient.utils import InferenceServerException  # noqa: E402
 
-from samebits.runtime.predictor import Predictor  # noqa: E402
 from samebits.serve.grpc_service import MESSAGE_CLASSES, decode_request  # noqa: E402
 from samebits.serve.protocol import ProtocolError  # noqa: E402
 from samebits.serve.signature import Signature, TensorSpec  # noqa: E402
@@ -71,16 +70,6 @@ def moody():
     )
     yield server
     assert server.stop() == 0
-
-
-@pytest.fixture(scope="module")
-def reference():
-    """``predict_one`` in this process: the bits every answer must have."""
-    import serve_models
-
-    model, example = serve_models.mlp()
-    with Predictor(model, example_inputs=example, max_batch_size=16) as predictor:
-        yield predictor
 
 
 def stub(server: Server):

@@ -197,7 +197,7 @@ class ChildAxes:
                 details = self.results[name].details
                 if isinstance(details, ChildrenDetails):
                     details.portable = active_level()
-                    pinned_jobs, cannot = machine_jobs(DEFAULT_LEVEL, ctx.options.runtime)
+                    pinned_jobs, cannot = machine_jobs(DEFAULT_LEVEL, ctx.options.runtime) if pair else ([], None)
                     if pair is not None and details.portable is None and cannot is None:
                         ctx.progress(f"machine: every CPU again under {DEFAULT_LEVEL}, and what it costs")
                         again, _ = _compare_children(ctx, name, runner.run(pinned_jobs))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import statistics
 
-from samebits.checker.report import AxisResult, PortableCost
+from samebits.checker.report import AxisResult, ChildrenDetails, PortableCost
 from samebits.determinism.portable import CODE_PATH_VARS, DEFAULT_LEVEL, LEVELS, cpu_flags, machines
 from samebits.measure.processes import ChildJob, ChildRunner
 
@@ -60,8 +60,6 @@ def portable_cost(runner: ChildRunner) -> PortableCost | None:
 
 
 def machine_summary(result: AxisResult) -> str:
-    from samebits.checker.report import ChildrenDetails
-
     assert isinstance(result.details, ChildrenDetails)
     labels = ", ".join(c.label for c in result.details.children)
     return f"{result.agreed}/{result.runs} simulated CPUs agree ({labels})"
