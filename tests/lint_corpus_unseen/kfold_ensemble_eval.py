@@ -15,6 +15,7 @@ SEED = 42
 random.seed(SEED)
 np.random.seed(SEED)
 torch.manual_seed(SEED)
+gen = torch.Generator().manual_seed(SEED)
 
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
@@ -28,7 +29,6 @@ print(f"{len(models)} folds loaded")
 
 df = pd.read_csv("sample_submission.csv")
 ds = LeafTestDataset(df, "test_images", transforms=test_transforms(512))
-gen = torch.Generator().manual_seed(SEED)
 loader = DataLoader(ds, batch_size=32, shuffle=False, num_workers=4, generator=gen)
 
 probs = []

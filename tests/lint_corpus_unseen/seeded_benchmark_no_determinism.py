@@ -23,6 +23,8 @@ def seed_everything(seed=42):
 
 
 seed_everything()
+g = torch.Generator()
+g.manual_seed(42)
 # speed over repeatability: let cuDNN pick the fastest kernels for each window shape
 torch.backends.cudnn.benchmark = True
 
@@ -31,8 +33,6 @@ net = build_unet3d(in_channels=1, out_channels=3)
 net.load_state_dict(torch.load("weights/unet3d_best.pt", map_location="cpu", weights_only=True))
 net.to(device).eval()
 
-g = torch.Generator()
-g.manual_seed(42)
 loader = DataLoader(CTVolumeDataset("volumes/"), batch_size=1, num_workers=4, generator=g)
 
 os.makedirs("masks", exist_ok=True)
