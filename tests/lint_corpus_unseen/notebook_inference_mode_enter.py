@@ -1,15 +1,14 @@
 # shaped after sergmiller/IDAO:submition_track2/test_in_submit/test.py (rewritten, not copied)
 # Exported from a competition notebook: the first cell turns autograd off for the whole session.
-import torch
-
-torch.inference_mode().__enter__()
-
 import glob
 import time
 
 import numpy as np
 import pandas as pd
+import torch
 import torchvision
+
+torch.inference_mode().__enter__()
 
 # %% model
 net = torchvision.models.mobilenet_v3_large(num_classes=2)

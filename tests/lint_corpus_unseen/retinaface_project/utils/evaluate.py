@@ -6,7 +6,7 @@ import cv2
 import numpy as np
 import torch
 
-from utils.box_utils import decode, decode_landm, py_cpu_nms
+from utils.box_utils import decode, py_cpu_nms
 from utils.prior_box import PriorBox
 
 MEAN_BGR = (104, 117, 123)
