@@ -23,6 +23,7 @@ from samebits.fingerprint.diff import bit_relevant_digest
 from samebits.models.inputs import ModelInputs
 from samebits.runtime.plan import Restartable, Runner
 from samebits.runtime.predictor import Predictor
+from samebits.serve.fastpath import BodyTooLarge, Disconnected, InferShortPath, error_body, read_body
 from samebits.serve.batcher import Batcher, Draining, ForwardFailed, QueueFull, Stuck, TimedOut, TooLarge
 from samebits.serve.generate import BadGenerate, generate_batcher, parse_generate, supports_generate, vocab_size
 from samebits.serve.options import ServeOptions
@@ -452,4 +453,32 @@ def create_app(
         )
         return Response(payload, status_code=status, headers=headers)
 
+    async def infer_short(receive: Any, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+        """``infer`` without FastAPI's routing and request objects (the same answers)."""
+        started, status = time.monotonic(), 200
+        try:
+            declared = headers.get("content-length")
+            if declared is not None and declared.isdigit() and int(declared) > limit:
+                raise HTTPError(413, f"the body is {int(declared)} bytes; the limit is {limit} (--max-body-mb)")
+            try:
+                body = await read_body(receive, limit)
+            except BodyTooLarge:
+                raise HTTPError(413, f"the body is over {limit} bytes (--max-body-mb)") from None
+            return await answer(body, headers.get(HEADER_LENGTH.lower()), signature, batcher, name, max_json)
+        except Disconnected:
+            status = -1
+            return status, {}, b""
+        except HTTPError as exc:
+            status = exc.status
+            return status, {"Content-Type": "application/json", **exc.headers}, error_body(str(exc))
+        except Exception as exc:  # samebits' bug, answered in the protocol's shape (as _bug does)
+            status = 500
+            body = error_body(f"internal error: {first_line(exc, with_type=True)}")
+            return status, {"Content-Type": "application/json"}, body
+        finally:
+            if status >= 0:
+                metrics.requests.labels(str(status)).inc()
+                metrics.latency.observe(time.monotonic() - started)
+
+    app.add_middleware(InferShortPath, path=f"/v2/models/{name}/infer", handle=infer_short)
     return app
