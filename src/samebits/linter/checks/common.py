@@ -10,6 +10,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from samebits.linter.checks import grad
 from samebits.linter.checks.models import Models, user_classes
 
 # Names that say "module" or "tensor" when nothing better is known (documented in SB202).
@@ -42,14 +43,6 @@ SEED_CALLS = {
     "samebits.seed_everything", "seed_everything", "lightning.seed_everything", "pytorch_lightning.seed_everything",
     "lightning.pytorch.seed_everything", "transformers.set_seed", "set_seed", "samebits.deterministic",
 }  # fmt: skip
-NO_GRAD = {
-    "torch.no_grad",
-    "torch.inference_mode",
-    "torch.set_grad_enabled",
-    "torch.autograd.grad_mode.no_grad",
-    "no_grad",
-    "inference_mode",
-}
 
 
 @dataclasses.dataclass
@@ -144,61 +137,17 @@ class FileContext:
             yield node
 
     def under_no_grad(self, node: ast.AST) -> bool:
-        """Inside ``with torch.no_grad()/inference_mode()/set_grad_enabled(False)``, a function
-        decorated so, or after a bare ``torch.set_grad_enabled(False)`` statement in an enclosing
-        body (the module's included: a script that turns grad off at its top)."""
-        child = node
-        for parent in self.ancestors(node):
-            if isinstance(parent, (ast.With, ast.AsyncWith)):
-                if any(self._is_no_grad(item.context_expr) for item in parent.items):
-                    return True
-            if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                if any(self._is_no_grad(d) for d in parent.decorator_list):
-                    return True
-            if self._grad_off_before(parent, child):
-                return True
-            child = parent
-        return False
+        """Where grad is off: inside ``with torch.no_grad()/inference_mode()/set_grad_enabled(False)``,
+        a function (or any enclosing one) decorated so, or after a bare ``set_grad_enabled(False)``
+        or ``no_grad().__enter__()`` in an enclosing body (checks/grad.py)."""
+        return grad.mode(self, node) is False
 
-    def _grad_off_before(self, parent: ast.AST, child: ast.AST) -> bool:
-        """Whether a body of ``parent`` turns grad off by a bare ``set_grad_enabled(False)`` before
-        the statement ``child`` (and does not turn it on again in between)."""
-        for body in (getattr(parent, f, None) for f in ("body", "orelse", "finalbody")):
-            if not isinstance(body, list) or child not in body:
-                continue
-            # a function or class at module level runs when called: after the script's top-level setup
-            whole = isinstance(parent, ast.Module) and isinstance(
-                child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-            )
-            off = False
-            for stmt in body if whole else body[: body.index(child)]:
-                if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
-                    switch = self._grad_switch(stmt.value)
-                    off = off if switch is None else not switch
-            return off
-        return False
-
-    def _grad_switch(self, call: ast.Call) -> bool | None:
-        """``True``/``False`` for a bare ``torch.set_grad_enabled(True/False)`` call, else ``None``."""
-        name = self.dotted(call.func) or ""
-        if name not in ("torch.set_grad_enabled", "set_grad_enabled", "torch.autograd.set_grad_enabled"):
-            return None
-        if call.args and isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, bool):
-            return call.args[0].value
-        return None
+    def grad_chosen(self, node: ast.AST) -> bool:
+        """Grad mode set on purpose where ``node`` runs: off, or on (``enable_grad`` for ``autograd.grad``)."""
+        return grad.mode(self, node) is not None
 
     def _is_no_grad(self, expr: ast.AST) -> bool:
-        target = expr.func if isinstance(expr, ast.Call) else expr
-        name = self.dotted(target) or ""
-        if name in ("torch.set_grad_enabled", "set_grad_enabled"):
-            return (
-                isinstance(expr, ast.Call)
-                and bool(expr.args)
-                and isinstance(expr.args[0], ast.Constant)
-                and expr.args[0].value is False
-            )
-        # torch's, and decorators of projects that pick one (``@smart_inference_mode()``)
-        return name in NO_GRAD or name.endswith(("no_grad", "inference_mode"))
+        return grad.switch(self, expr) is False
 
     def in_loop(self, node: ast.AST) -> ast.AST | None:
         for parent in self.ancestors(node):
@@ -214,30 +163,23 @@ class FileContext:
         """``model(x)`` / ``self.model(x)`` / ``model.forward(x)`` on a model (checks/models.py)."""
         return self.models.called_model(call) is not None
 
-    @property
+    @functools.cached_property
     def trains(self) -> bool:
-        """Whether the file has a training step: a backward pass, or ``.step()`` on an optimizer
-        (an object built by ``torch.optim.*`` or named like one; a profiler's or a scheduler's
-        ``step()`` is not training)."""
-        if any(n.endswith(".backward") for n in self.call_names) or "backward" in self.call_names:
-            return True
-        optimizers = self._optimizer_names()
-        return any(
-            n.endswith(".step") and (n[: -len(".step")] in optimizers or _named_like_optimizer(n[: -len(".step")]))
-            for n in self.call_names
-        )
+        """Whether the file trains: it builds an optimizer (``torch.optim.*`` or a known optimizer
+        class), steps or zeroes one, or calls ``backward`` on a loss. A profiler's ``step()``, an LR
+        scheduler and a saliency map's ``score.backward()`` are not training."""
+        for call in self.calls:
+            name = self.dotted(call.func) or ""
+            owner, _, last = name.rpartition(".")
+            if _builds_optimizer(name):
+                return True
+            if last in ("step", "zero_grad") and _named_like_optimizer(owner):
+                return True
+            if last == "backward" and any("loss" in ast.unparse(n).lower() for n in [call.func, *call.args]):
+                return True
+        return False
 
-    def _optimizer_names(self) -> set[str]:
-        """Names bound to ``torch.optim.X(...)`` (or ``optim.X``, or a known optimizer class)."""
-        out = set()
-        for node in self.nodes:
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-                made = self.dotted(node.value.func) or ""
-                if ".optim." in f".{made}" or made.split(".")[-1] in OPTIMIZERS:
-                    out |= {n for n in (self.dotted(t) for t in node.targets) if n}
-        return out
-
-    @property
+    @functools.cached_property
     def inference_file(self) -> bool:
         """The file looks like inference: it calls .eval(), loads weights, or uses no_grad, and does not train."""
         if self.trains:
@@ -294,6 +236,14 @@ def _loads_weights(call: ast.Call) -> bool:
         ):
             return True
     return False
+
+
+def _builds_optimizer(made: str) -> bool:
+    """``torch.optim.AdamW``, ``optim.SGD``, ``Lion``: an optimizer class (not an LR scheduler)."""
+    parts = made.split(".")
+    if "lr_scheduler" in parts or "swa_utils" in parts or not parts[-1][:1].isupper():
+        return False
+    return ("optim" in parts[:-1] and parts[0] in ("torch", "optim")) or parts[-1] in OPTIMIZERS
 
 
 OPTIMIZERS = {"SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "LBFGS", "Lion"}

@@ -64,10 +64,11 @@ def _in_forward(ctx: FileContext, node: ast.AST) -> bool:
 
 
 def _functions_called_without_grad(ctx: FileContext) -> set[str]:
+    """Functions and methods (``f(...)``, ``self.f(...)``) this file calls under no_grad, by name."""
     names = set()
     for call in ctx.calls:
-        if ctx.under_no_grad(call) and isinstance(call.func, ast.Name):
-            names.add(call.func.id)
+        if ctx.under_no_grad(call) and (name := ctx.name_of(call.func)):
+            names.add(name.removeprefix("self."))
     return names
 
 
@@ -123,7 +124,7 @@ class GradFree(NamedTuple):
 def _grad_free(ctx: FileContext, node: ast.AST, free: GradFree) -> bool:
     model = ctx.models.called_model(node)
     return (
-        ctx.under_no_grad(node)
+        ctx.grad_chosen(node)
         or _in_forward(ctx, node)
         or _enclosing_function(ctx, node) in free.functions
         or _model_is_parameter(ctx, node)
