@@ -144,3 +144,96 @@ def test_a_saliency_backward_is_not_training():
     score.backward()
     """
     assert ("SB107", 5) in found(source)
+
+
+# -- inference through a method
+
+
+def test_a_models_generate_method_is_its_forward():
+    source = """
+    import torch
+    from torch import nn
+    class Tacotron(nn.Module):
+        def forward(self, x):
+            return x
+        def generate(self, seq):
+            return self.forward(seq)
+    class Synthesizer:
+        def __init__(self, path):
+            self._model = Tacotron()
+            self._model.load_state_dict(torch.load(path, weights_only=True))
+            self._model.eval()
+        def synthesize(self, seq):
+            return self._model.generate(seq)
+    """
+    assert ("SB301", 15) in found(source)
+
+
+def test_a_decoders_sample_method_is_its_forward():
+    source = """
+    import torch
+    from torch import nn
+    class DecoderRNN(nn.Module):
+        pass
+    decoder = DecoderRNN()
+    decoder.load_state_dict(torch.load("decoder.pt", weights_only=True))
+    ids = decoder.sample(features)
+    """
+    assert {("SB107", 8), ("SB301", 8)} <= set(found(source))
+
+
+def test_a_library_objects_encode_is_not_a_forward():
+    source = """
+    import torch
+    from sentence_transformers import SentenceTransformer
+    model = SentenceTransformer("all-MiniLM-L6-v2")
+    model.eval()
+    emb = model.encode(sentences)
+    """
+    assert found(source) == []
+
+
+# -- wrappers keep the wrapped model's mode
+
+
+@pytest.mark.parametrize(
+    "wrap",
+    [
+        "model = nn.DataParallel(model)",
+        "model = torch.nn.parallel.DistributedDataParallel(model, device_ids=[0])",
+        "model = torch.compile(model)",
+        "model = torch.jit.trace(model, example)",
+        "model = torch.jit.script(model)",
+    ],
+)
+def test_a_wrapped_eval_model_is_not_missing_eval(wrap):
+    source = f"""
+    import torch
+    from torch import nn
+    from torchvision.models import resnet50
+    model = resnet50(weights="DEFAULT")
+    model.eval()
+    {wrap}
+    with torch.no_grad():
+        out = model(x)
+    """
+    assert found(source) == []
+
+
+def test_models_collected_in_a_list_keep_their_mode():
+    source = """
+    import torch
+    from torchvision.models import resnet50
+    models = []
+    for path in paths:
+        model = resnet50()
+        model.load_state_dict(torch.load(path, weights_only=True))
+        model.eval()
+        models.append(model)
+    with torch.no_grad():
+        for model in models:
+            out = model(x)
+        first = models[0]
+        out = first(x)
+    """
+    assert found(source) == []

@@ -41,7 +41,7 @@ SELF_MANAGED = Source("a predictor that handles eval and grad itself", None, man
 FACTORY = Source("a model-loading function", None)
 FUNCTION = Source("a function of this file that returns a model", True)
 # methods that run a model's inference, counted as its forward (Tacotron's decoder loop, a sampler)
-INFERENCE_METHODS = ("generate", "sample", "predict", "infer", "inference", "decode", "detect")
+INFERENCE_METHODS = ("generate", "sample", "predict", "infer", "inference", "decode", "encode", "detect")
 WRAPPED = Source("a wrapper of another model (it keeps that model's mode)", None)
 WRAPPERS = ("DataParallel", "DistributedDataParallel", "torch.compile", "FullyShardedDataParallel")
 
@@ -259,6 +259,7 @@ class Models:
         self.sources: dict[Key, list[Source]] = {}
         self.classes: dict[Key, str] = {}  # models made by a class of this file: its name
         self.not_models: set[Key] = set()
+        self.unknown: set[Key] = set()  # bound to a call of something not known here (a library's class)
         self.returns: dict[int, list[Source | None]] = {}  # function -> sources of its return value(s)
         self.methods: dict[int, dict[str, ast.AST]] = {
             id(c): {f.name: f for f in c.body if isinstance(f, FUNCTIONS)}
@@ -349,6 +350,8 @@ class Models:
                                 self.classes[key] = (self.ctx.dotted(chain_base(node.value).func) or "").rsplit(".")[-1]  # type: ignore[attr-defined]
                         elif _not_model_value(self.ctx, node.value, len(names)):
                             self.not_models.add(key)
+                        elif isinstance(chain_base(node.value), ast.Call):
+                            self.unknown.add(key)
         for function in [n for n in self.ctx.nodes if isinstance(n, FUNCTIONS)]:
             self.returns[id(function)] = self._summary(function)
 
@@ -423,8 +426,11 @@ class Models:
         if isinstance(func, ast.Attribute) and func.attr == "forward":
             func = func.value
         elif isinstance(func, ast.Attribute) and func.attr in INFERENCE_METHODS:
-            if func.attr == "generate" and self.source(func.value) in (PRETRAINED, FROM_CONFIG):
+            source, key = self.source(func.value), self.key(func.value)
+            if func.attr == "generate" and source in (PRETRAINED, FROM_CONFIG):
                 return None
+            if (source is None and key in self.unknown) or source is USER_CLASS:
+                return None  # SentenceTransformer(...).encode: a library's method may handle grad itself
             func = func.value
         return func if self.ctx.name_of(func) is not None and self.is_model(func) else None
 
@@ -497,7 +503,10 @@ class Flow:
             return set.intersection(*going) if going else None
         if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
             self.expression(stmt.iter if not isinstance(stmt, ast.While) else stmt.test, state)
-            inside = self.block(stmt.body, set(state))
+            entry = set(state)
+            if not isinstance(stmt, ast.While):  # each element of a collection: its mode is not known here
+                entry |= {k for k in map(self.m.key, ast.walk(stmt.target)) if k is not None}
+            inside = self.block(stmt.body, entry)
             after = state & inside if inside is not None else set(state)
             return self.block(stmt.orelse, after) if stmt.orelse else after
         if isinstance(stmt, (ast.With, ast.AsyncWith)):
@@ -524,7 +533,8 @@ class Flow:
                         continue
                     base = self.m.key(chain_base(stmt.value)) if len(names) == 1 else None
                     carried = base is not None and base != key and base in state
-                    if binds_eval(stmt.value) or carried or (source is not None and not source.train):
+                    unknown = source is None and base is None  # models[0], load_any(path): mode not known
+                    if binds_eval(stmt.value) or carried or unknown or (source is not None and not source.train):
                         state.add(key)
                     elif base != key:
                         state.discard(key)
