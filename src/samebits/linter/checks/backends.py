@@ -30,18 +30,8 @@ def _backend_names(path: str) -> tuple[bool, frozenset[str]] | None:
     return isinstance(obj, types.ModuleType), frozenset(n for n in names if not n.startswith("__"))
 
 
-def _assignments(ctx: FileContext) -> Iterator[tuple[ast.AST, str, ast.AST]]:
-    """``(node, dotted target, value)`` for every assignment to an attribute."""
-    for node in ctx.nodes:
-        if isinstance(node, ast.Assign):
-            for t in node.targets:
-                name = ctx.dotted(t) if isinstance(t, ast.Attribute) else None
-                if name:
-                    yield node, name, node.value
-
-
 def unknown_backend_flag(ctx: FileContext) -> Iterator[Finding]:
-    for node, name, _ in _assignments(ctx):
+    for node, name, _ in ctx.attribute_assignments():
         if not name.startswith("torch.backends.") or name.count(".") < 3:
             continue
         owner, _, attr = name.rpartition(".")
@@ -58,7 +48,7 @@ def unknown_backend_flag(ctx: FileContext) -> Iterator[Finding]:
 def benchmark_with_determinism(ctx: FileContext) -> Iterator[Finding]:
     if not ctx.asks_for_determinism():
         return
-    for node, name, value in _assignments(ctx):
+    for node, name, value in ctx.attribute_assignments():
         if name.endswith("cudnn.benchmark") and isinstance(value, ast.Constant) and value.value is True:
             yield ctx.finding(node, "SB103")
 
@@ -76,7 +66,7 @@ def deterministic_warn_only(ctx: FileContext) -> Iterator[Finding]:
 def tf32_with_determinism(ctx: FileContext) -> Iterator[Finding]:
     if not ctx.asks_for_determinism():
         return
-    for node, name, value in _assignments(ctx):
+    for node, name, value in ctx.attribute_assignments():
         if name.endswith(".allow_tf32") and isinstance(value, ast.Constant) and value.value is True:
             yield ctx.finding(node, "SB109")
         if name.endswith(".fp32_precision") and isinstance(value, ast.Constant) and value.value in ("tf32", "bf16"):

@@ -9,9 +9,13 @@ import functools
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from samebits.linter.checks import grad
 from samebits.linter.checks.models import Models, user_classes
+
+if TYPE_CHECKING:
+    from samebits.linter.project import Project
 
 # Names that say "module" or "tensor" when nothing better is known (documented in SB202).
 MODULE_NAME = re.compile(
@@ -64,10 +68,18 @@ class FileContext:
     """A parsed file with the facts the checks share."""
 
     def __init__(
-        self, path: Path, display: str, source: str, tree: ast.Module, project_min_torch: tuple[int, int] | None = None
+        self,
+        path: Path,
+        display: str,
+        source: str,
+        tree: ast.Module,
+        project_min_torch: tuple[int, int] | None = None,
+        project: Project | None = None,
+        module: str = "",
     ) -> None:
         self.path, self.display, self.source, self.tree = path, display, source, tree
         self.project_min_torch = project_min_torch
+        self._project, self.module = project, module  # the project index, and this file's module in it
         self.nodes: list[ast.AST] = list(ast.walk(tree))  # every node once, for the checks to scan
         self.parents: dict[ast.AST, ast.AST] = {}
         for node in self.nodes:
@@ -80,6 +92,15 @@ class FileContext:
         self.not_variables = set(self.aliases) | {
             n.name for n in self.nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
         }
+
+    @functools.cached_property
+    def project(self) -> Project:
+        """The project this file is linted with (linter/project.py); the file alone if none was given."""
+        if self._project is None:
+            from samebits.linter.project import Project
+
+            self._project = Project.of_tree(self.tree, self.display)
+        return self._project
 
     @functools.cached_property
     def tensors(self) -> set[str]:
@@ -202,19 +223,46 @@ class FileContext:
             or any(_loads_weights(c) for c in self.calls)
         )
 
+    def seeds_rngs(self) -> bool:
+        """Whether the file seeds a global RNG (``torch.manual_seed``, ``seed_everything``, ...)."""
+        return bool(self.call_names & SEED_CALLS) or any(
+            n.endswith((".manual_seed", "seed_everything")) for n in self.call_names
+        )
+
     def asks_for_determinism(self) -> bool:
+        """``use_deterministic_algorithms(True)``, ``samebits.deterministic``, or an assignment of
+        True to ``cudnn.deterministic`` or a misspelling of it (which sets nothing, but says the
+        intent); in a file that seeds RNGs, any value but False (``= args.deterministic``)."""
         for call in self.calls:
             name = self.dotted(call.func) or ""
             if name == "torch.use_deterministic_algorithms" and call.args and _truthy(call.args[0]):
                 return True
             if name in ("samebits.deterministic", "deterministic") or name.endswith(".enable_full_determinism"):
                 return True
-        for node in self.nodes:
-            if isinstance(node, ast.Assign) and _truthy(node.value):
-                # cudnn.deterministic, or a misspelling of it (which sets nothing, but says the intent)
-                if any(_determinism_attr(self.dotted(t) or "") for t in node.targets):
-                    return True
+        seeds = None
+        for _, target, value in self.attribute_assignments():
+            if not _determinism_attr(target) or _falsy(value):
+                continue
+            seeds = self.seeds_rngs() if seeds is None else seeds
+            if _truthy(value) or seeds:
+                return True
         return False
+
+    def attribute_assignments(self) -> Iterator[tuple[ast.Assign, str, ast.AST]]:
+        """``(statement, dotted target, value)`` for each assignment to an attribute, tuples unpacked
+        (``cudnn.benchmark, cudnn.deterministic = True, False``)."""
+        for node in self.nodes:
+            if not isinstance(node, ast.Assign):
+                continue
+            for target in node.targets:
+                if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple):
+                    pairs = list(zip(target.elts, node.value.elts))
+                else:
+                    pairs = [(target, node.value)]
+                for t, v in pairs:
+                    name = self.dotted(t) if isinstance(t, ast.Attribute) else None
+                    if name:
+                        yield node, name, v
 
 
 def _determinism_attr(target: str) -> bool:
@@ -225,7 +273,7 @@ def _determinism_attr(target: str) -> bool:
     owner, _, attr = target.rpartition(".")
     if not owner.endswith("cudnn"):
         return False
-    return attr == "deterministic" or difflib.SequenceMatcher(None, attr, "deterministic").ratio() >= 0.8
+    return attr.startswith("determin") or difflib.SequenceMatcher(None, attr, "deterministic").ratio() >= 0.8
 
 
 def _loads_weights(call: ast.Call) -> bool:
@@ -259,16 +307,21 @@ def _truthy(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and node.value is True
 
 
+def _falsy(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and not node.value
+
+
 def _aliases(nodes: list[ast.AST]) -> dict[str, str]:
-    """``{"np": "numpy", "nn": "torch.nn", "DataLoader": "torch.utils.data.DataLoader"}``."""
+    """``{"np": "numpy", "nn": "torch.nn", "Net": ".models.Net"}`` (a leading dot: relative)."""
     out: dict[str, str] = {}
     for node in nodes:
         if isinstance(node, ast.Import):
             for a in node.names:
                 out[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+        elif isinstance(node, ast.ImportFrom) and (node.module or node.level):
+            module = "." * node.level + (f"{node.module}." if node.module else "")  # .models.Net: relative
             for a in node.names:
-                out[a.asname or a.name] = f"{node.module}.{a.name}"
+                out[a.asname or a.name] = f"{module}{a.name}"
     return out
 
 

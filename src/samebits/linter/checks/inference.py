@@ -148,15 +148,20 @@ def inference_without_no_grad(ctx: FileContext) -> Iterator[Finding]:
 def missing_eval(ctx: FileContext) -> Iterator[Finding]:
     if not ctx.inference_file:
         return
-    for call, name in ctx.models.unevaluated_calls():
+    for call, name, via in ctx.models.unevaluated_calls():
         if _in_forward(ctx, call):
             continue
-        source = ctx.models.source(call.func.value if isinstance(call.func, ast.Attribute) else call.func)
-        origin = f" (made by {source.what})" if source is not None else ""
+        model = next((a for a in call.args if ctx.name_of(a) == name), None) if via else None
+        source = ctx.models.source(model or (call.func.value if isinstance(call.func, ast.Attribute) else call.func))
+        if source is not None and source.where and source.what.startswith("made in"):
+            origin = f" ({source.what}, never eval'd there)"
+        else:
+            origin = f" (made by {source.what})" if source is not None else ""
+        used = f"is run by {via}" if via else "is used for inference"
         yield ctx.finding(
             call,
             "SB107",
-            f"{name}{origin} is used for inference without eval mode on this path: call {name}.eval() after loading",
+            f"{name}{origin} {used} without eval mode on this path: call {name}.eval() after loading",
         )
 
 
@@ -168,7 +173,8 @@ def _single_item(ctx: FileContext, arg: ast.AST) -> bool:
         and isinstance(arg.func, ast.Attribute)
         and arg.func.attr in ("unsqueeze", "unsqueeze_")
     ):
-        return bool(arg.args) and isinstance(arg.args[0], ast.Constant) and arg.args[0].value == 0
+        dim = arg.args[0] if arg.args else next((k.value for k in arg.keywords if k.arg == "dim"), None)
+        return isinstance(dim, ast.Constant) and dim.value == 0
     if isinstance(arg, ast.Call) and ctx.dotted(arg.func) == "torch.unsqueeze":
         return len(arg.args) > 1 and isinstance(arg.args[1], ast.Constant) and arg.args[1].value == 0
     if isinstance(arg, ast.Subscript):
@@ -188,8 +194,16 @@ def _single_item(ctx: FileContext, arg: ast.AST) -> bool:
 
 
 def _fixed_size(ctx: FileContext) -> bool:
-    """Whether the file's inputs have one fixed size: a ``Resize`` to (h, w), a crop to a size
-    (``CenterCrop``, ``RandomResizedCrop``, ``RandomCrop``), or ``cv2.resize`` to (w, h)."""
+    """Whether the file's inputs have one fixed size (:func:`resizes_to_fixed_size`), here or in
+    a function or class of the project that the file calls."""
+    return resizes_to_fixed_size(ctx, ctx.calls) or any(ctx.project.fixed_size(ctx, c) for c in ctx.calls)
+
+
+def resizes_to_fixed_size(ctx: FileContext, calls: list[ast.Call]) -> bool:
+    """Whether one of ``calls`` makes every input one size on every path: a ``Resize`` to (h, w),
+    a crop to a size (``CenterCrop``, ``RandomResizedCrop``, ``RandomCrop``), ``cv2.resize`` to
+    (w, h), PIL's ``img.resize((w, h))``, ``F.interpolate(x, size=(h, w))``. One applied only in
+    a branch (``if args.crop_val:``) leaves the other path's sizes free."""
     pairs = {
         n
         for node in ctx.nodes
@@ -203,14 +217,34 @@ def _fixed_size(ctx: FileContext) -> bool:
             arg or ast.Pass()
         ) in pairs
 
-    for call in ctx.calls:
+    for call in calls:
         last = (ctx.dotted(call.func) or "").rsplit(".", 1)[-1]
-        size = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "size"), None)
+        keywords = {k.arg: k.value for k in call.keywords}
+        size = call.args[0] if call.args else keywords.get("size")
+        if _optional(ctx, call):
+            continue
         if last in ("CenterCrop", "RandomResizedCrop", "RandomCrop", "FiveCrop", "TenCrop"):
             return True
-        if last == "Resize" and (pair(size) or len(call.args) == 2):  # torchvision (h, w); albumentations h, w
+        if last == "Resize" and (pair(size) or len(call.args) == 2 or {"height", "width"} <= set(keywords)):
+            return True  # torchvision (h, w); albumentations h, w
+        if last == "resize" and (pair(call.args[1] if len(call.args) >= 2 else keywords.get("dsize"))):
+            return True  # cv2.resize(img, (w, h)), skimage's resize(img, (h, w))
+        if last == "resize" and isinstance(call.func, ast.Attribute) and len(call.args) == 1 and pair(size):
+            return True  # PIL: img.resize((w, h))
+        if last == "interpolate" and pair(keywords.get("size")):
             return True
-        if last == "resize" and len(call.args) >= 2 and pair(call.args[1]):  # cv2.resize(img, (w, h))
+    return False
+
+
+def _optional(ctx: FileContext, node: ast.AST) -> bool:
+    """Inside a branch taken only sometimes: an ``if`` (but ``if __name__ == "__main__":``) or a
+    conditional expression, within the same function."""
+    for parent in ctx.ancestors(node):
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return False
+        if isinstance(parent, ast.IfExp):
+            return True
+        if isinstance(parent, ast.If) and "__name__" not in ast.unparse(parent.test):
             return True
     return False
 

@@ -24,6 +24,7 @@ class Source:
     what: str
     train: bool | None
     manages_grad: bool = False
+    where: str = ""  # another file's ``path:line`` where the evidence is (the project index)
 
 
 NN = Source("a torch.nn layer", True)
@@ -128,9 +129,9 @@ def _torchvision_constructor(rest: list[str]) -> bool:
     )
 
 
-def source_of_call(ctx: FileContext, call: ast.Call) -> Source | None:
-    """The model source a call is, or None (not a model, or not known to be one)."""
-    name = ctx.dotted(call.func) or ""
+def library_source(name: str) -> Source | None:
+    """The model source a call of the dotted ``name`` is, by the name alone (a library
+    constructor, a wrapper, a ``torch.nn`` layer), or None."""
     parts = name.split(".")
     last = parts[-1]
     owner = parts[-2] if len(parts) > 1 else ""
@@ -151,8 +152,23 @@ def source_of_call(ctx: FileContext, call: ast.Call) -> Source | None:
         return WRAPPED  # DataParallel(model) is no fresh model in training mode: the mode is the model's
     if name.startswith(("torch.nn.", "nn.")) and last[:1].isupper():
         return None if last in ("Parameter", "ParameterList", "ParameterDict", "Identity") else NN
-    if last in ctx.module_classes:
+    return None
+
+
+def source_of_call(ctx: FileContext, call: ast.Call) -> Source | None:
+    """The model source a call is, or None (not a model, or not known to be one): a library's
+    (:func:`library_source`), a class of this file, a class or factory of the project
+    (linter/project.py), a class imported from your package and used as a module."""
+    name = ctx.dotted(call.func) or ""
+    last = name.split(".")[-1]
+    found = library_source(name)
+    if found is not None:
+        return found
+    project = ctx.project.call_source(ctx, call)
+    if last in ctx.module_classes and (project is None or project.train):
         return SELF_EVAL_CLASS if last in self_eval_classes(ctx) else FILE_CLASS
+    if project is not None:
+        return project
     if isinstance(call.func, ast.Name) and call.func.id in ctx.user_classes:
         return USER_CLASS
     if name.endswith(FACTORY_NAMES):
@@ -267,6 +283,10 @@ class Models:
             if isinstance(c, ast.ClassDef)
         }
         self.functions = {f.name: f for f in ctx.tree.body if isinstance(f, FUNCTIONS)}
+        for name, dotted in ctx.aliases.items():  # from model import model: a model made in another file
+            imported = ctx.project.instance_source(ctx, dotted)
+            if imported is not None:
+                self.sources[(id(self.module), name)] = [imported]
         for _ in range(3):  # functions returning models of functions returning models
             before = dict(self.returns)
             self._collect()
@@ -444,12 +464,13 @@ class Models:
         found = self.sources.get(key) if key else None
         return found is not None and any(s.train for s in found)
 
-    def unevaluated_calls(self) -> list[tuple[ast.Call, str]]:
-        """SB107: model calls reached on some path without ``.eval()``, first per model."""
-        found: dict[Key, tuple[ast.Call, str]] = {}
+    def unevaluated_calls(self) -> list[tuple[ast.Call, str, str]]:
+        """SB107: model calls reached on some path without ``.eval()``, first per model: the call,
+        the model's name, and the project function that runs it (``""``: the call itself)."""
+        found: dict[Key, tuple[ast.Call, str, str]] = {}
         scopes = [self.module, *(n for n in self.ctx.nodes if isinstance(n, FUNCTIONS))]
         for scope in scopes:
-            Flow(self, scope, on_use=lambda call, key, name: found.setdefault(key, (call, name))).run()
+            Flow(self, scope, on_use=lambda call, key, name, via: found.setdefault(key, (call, name, via))).run()
         return sorted(found.values(), key=lambda item: (item[0].lineno, item[0].col_offset))
 
 
@@ -558,8 +579,23 @@ class Flow:
                 if key is not None:
                     state.discard(key)
             model = self.m.called_model(call)
-            if model is None or self.on_use is None:
-                continue
-            key = self.m.key(model)
-            if key is not None and self.m.starts_in_training(model) and not self.evaluated(key, state):
-                self.on_use(call, key, self.m.ctx.name_of(model))
+            if model is not None:
+                self.use(call, model, state, "")
+            self.into_project(call, state)
+
+    def use(self, call: ast.Call, model: ast.AST, state: set[Key], via: str) -> None:
+        key = self.m.key(model)
+        if self.on_use is not None and key is not None and self.m.starts_in_training(model):
+            if not self.evaluated(key, state):
+                self.on_use(call, key, self.m.ctx.name_of(model), via)
+
+    def into_project(self, call: ast.Call, state: set[Key]) -> None:
+        """A model passed to a project function: run by it (a use here), then eval'd by it."""
+        project = self.m.ctx.project
+        for function, skip in project.callee(self.m.ctx, call):
+            pairs = [(p, a) for p, a in project.arguments(function, call, skip) if self.m.key(a) is not None]
+            evals, runs = project.param_facts(function, "evals"), project.param_facts(function, "calls")
+            for param, arg in pairs:
+                if param in runs and param not in evals and self.m.is_model(arg):
+                    self.use(call, arg, state, f"{function.name}() of {function.where}")
+            state.update(self.m.key(a) for p, a in pairs if p in evals)  # type: ignore[misc]
