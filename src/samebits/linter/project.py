@@ -137,13 +137,16 @@ class Project:
             dotted = ".".join([*base, dotted.lstrip(".")])
         parts = dotted.split(".")
         found = self._local(module, parts, depth)
-        if found is not None:
-            return found
+        if found is not None or parts[0] not in self._imported_tops(module):
+            return found  # obj.method of a local object is no module's
         for i in range(len(parts) - 1, 0, -1):
             target = self.find_module(".".join(parts[:i]), module)
             if target is not None:
                 return self._local(target, parts[i:], depth)
         return None
+
+    def _imported_tops(self, module: str) -> set[str]:
+        return {v.lstrip(".").split(".")[0] for v in self.modules[module]["imports"].values()} | {module.split(".")[0]}
 
     def _local(self, module: str, parts: list[str], depth: int) -> Def | None:
         """``parts`` looked up in ``module``: a class (``Net``, ``Net.method``), function or
@@ -261,33 +264,34 @@ class Project:
         name = ctx.dotted(func)
         return self.resolve(name, ctx.module) if name and "(" not in name else None
 
-    def callee(self, ctx: FileContext, call: ast.Call, unique: bool = True) -> list[tuple[Def, int]]:
-        """The project functions ``call`` may run, each with how many leading parameters the call
-        does not fill (1 for a method or a class's ``__init__``). A method of an object of unknown
-        class is looked up by name: only when one project method has it, unless not ``unique``."""
+    def callee(self, ctx: FileContext, call: ast.Call, by_name: bool = False) -> list[tuple[Def, int]]:
+        """The project functions ``call`` runs, each with how many leading parameters the call
+        does not fill (1 for a method or a class's ``__init__``). With ``by_name``, a method of
+        an object of unknown class is every project method of that name (only for facts that
+        remove findings: a name such as ``call`` is too common to add one)."""
         found = self.callee_def(ctx, call)
         if found is not None and found.kind == "class":
             init = self.method(found, "__init__")
             return [(init, 1)] if init is not None else []
         if found is not None and found.kind == "function":
             return [(found, 1 if found.cls else 0)]
-        receiver = ctx.dotted(call.func.value) if isinstance(call.func, ast.Attribute) else None
-        if found is None and isinstance(call.func, ast.Attribute) and (receiver or "").split(".")[0] not in ctx.aliases:
-            named = self.methods_named(call.func.attr)
-            if named and (len(named) == 1 or not unique):
-                return [(d, 1) for d in named]
-        return []
+        if found is not None or not by_name:
+            return []
+        methods = [
+            m for m in _bound_methods(ctx, call.func) if (ctx.dotted(m.value) or "").split(".")[0] not in ctx.aliases
+        ]
+        return [(d, 1) for m in methods for d in self.methods_named(m.attr)]
 
     @staticmethod
     def arguments(function: Def, call: ast.Call, skip: int) -> list[tuple[str, ast.AST]]:
         """``(parameter, argument)`` pairs of ``call`` into ``function``."""
         positional = function.data["positional"][skip:]
-        pairs = [
+        pairs: list[tuple[str, ast.AST]] = [
             (positional[i], a)
             for i, a in enumerate(call.args)
             if i < len(positional) and not isinstance(a, ast.Starred)
         ]
-        pairs += [(k.arg, k.value) for k in call.keywords if k.arg in function.data["params"]]
+        pairs += [(k.arg, k.value) for k in call.keywords if k.arg is not None and k.arg in function.data["params"]]
         return pairs
 
     def param_facts(self, function: Def, fact: str, depth: int = 0) -> set[str]:
@@ -338,6 +342,20 @@ class Project:
                 if found is not None and found.module == module and found.kind == "function" and other != module:
                     out.add(found.name)
         return out
+
+
+def _bound_methods(ctx: FileContext, func: ast.AST) -> list[ast.Attribute]:
+    """``obj.m`` for ``obj.m(...)``; for ``sample_fn(...)`` the methods the name was bound to
+    (``sample_fn = diffusion.p_sample_loop if a else diffusion.ddim_sample_loop``)."""
+    if isinstance(func, ast.Attribute):
+        return [func]
+    if not isinstance(func, ast.Name):
+        return []
+    values = [
+        n.value for n in ctx.nodes if isinstance(n, ast.Assign) and any(ctx.name_of(t) == func.id for t in n.targets)
+    ]
+    values = [v for value in values for v in ((value.body, value.orelse) if isinstance(value, ast.IfExp) else (value,))]
+    return [v for v in values if isinstance(v, ast.Attribute)]
 
 
 def _parse(data: bytes) -> Summary | None:

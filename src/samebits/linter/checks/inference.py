@@ -64,12 +64,35 @@ def _in_forward(ctx: FileContext, node: ast.AST) -> bool:
 
 
 def _functions_called_without_grad(ctx: FileContext) -> set[str]:
-    """Functions and methods (``f(...)``, ``self.f(...)``) this file calls under no_grad, by name."""
-    names = set()
+    """Functions and methods (``f(...)``, ``self.f(...)``) run with grad off, by name: called under
+    no_grad in this file or another file of the project, or passed (``sample_loop(model_fn)``) to
+    a project function that runs what it is given under no_grad."""
+    names = set(ctx.project.called_under_no_grad(ctx.module))
+    defined = {n.name for n in ctx.nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    for node in ctx.nodes:  # one_by_one handed to a timer under no_grad, a callback in a dict
+        if isinstance(node, ast.Name) and node.id in defined and ctx.under_no_grad(node):
+            names.add(node.id)
     for call in ctx.calls:
         if ctx.under_no_grad(call) and (name := ctx.name_of(call.func)):
             names.add(name.removeprefix("self."))
+        for function, skip in ctx.project.callee(ctx, call, by_name=True):
+            free = ctx.project.param_facts(function, "no_grad")
+            names.update(
+                n.removeprefix("self.")
+                for p, a in ctx.project.arguments(function, call, skip)
+                if p in free and (n := ctx.name_of(a))
+            )
     return names
+
+
+def _functions_called_with_grad(ctx: FileContext, free: set[str]) -> set[str]:
+    """Functions and methods this file calls where grad is on by default (one level: a call inside
+    a function run with grad off is not)."""
+    return {
+        name.removeprefix("self.")
+        for call in ctx.calls
+        if (name := ctx.name_of(call.func)) and not ctx.grad_chosen(call) and _enclosing_function(ctx, call) not in free
+    }
 
 
 def _enclosing_function(ctx: FileContext, node: ast.AST) -> str | None:
@@ -79,15 +102,13 @@ def _enclosing_function(ctx: FileContext, node: ast.AST) -> str | None:
     return None
 
 
-def _model_is_parameter(ctx: FileContext, call: ast.AST) -> bool:
-    """``def predict(model, x): return model(x)``: grad mode is the caller's choice."""
-    if not isinstance(call, ast.Call):
-        return False
-    name = ctx.name_of(call.func)
-    for parent in ctx.ancestors(call):
+def _parameter(ctx: FileContext, node: ast.AST, name: str | None) -> str | None:
+    """The enclosing function's name when ``name`` is one of its parameters."""
+    for parent in ctx.ancestors(node):
         if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return name in {a.arg for a in parent.args.args + parent.args.kwonlyargs + parent.args.posonlyargs}
-    return False
+            args = parent.args
+            return parent.name if name in {a.arg for a in args.args + args.kwonlyargs + args.posonlyargs} else None
+    return None
 
 
 def _grad_free_classes(ctx: FileContext) -> set[str]:
@@ -113,23 +134,44 @@ def _grad_free_classes(ctx: FileContext) -> set[str]:
 class GradFree(NamedTuple):
     """What turns grad off in a file besides ``with`` and decorators, found once per rule."""
 
-    functions: set[str]  # functions this file calls only under no_grad
+    functions: set[str]  # functions run with grad off (called under no_grad here or elsewhere)
     classes: set[str]  # module classes whose forward turns grad off itself
+    with_grad: set[str]  # functions this file calls with grad on
 
     @classmethod
     def of(cls, ctx: FileContext) -> GradFree:
-        return cls(_functions_called_without_grad(ctx), _grad_free_classes(ctx))
+        free = _functions_called_without_grad(ctx)
+        return cls(free, _grad_free_classes(ctx), _functions_called_with_grad(ctx, free))
+
+
+def _volatile(ctx: FileContext, node: ast.AST) -> bool:
+    """In a function that makes its input ``Variable(x, volatile=True)``: torch < 0.4's no-grad."""
+    function = next((p for p in ctx.ancestors(node) if isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    return any(
+        k.arg == "volatile" and not (isinstance(k.value, ast.Constant) and not k.value.value)
+        for c in ast.walk(function or ctx.tree)
+        if isinstance(c, ast.Call)
+        for k in c.keywords
+    )
 
 
 def _grad_free(ctx: FileContext, node: ast.AST, free: GradFree) -> bool:
     model = ctx.models.called_model(node)
     return (
         ctx.grad_chosen(node)
+        or _volatile(ctx, node)
         or _in_forward(ctx, node)
         or _enclosing_function(ctx, node) in free.functions
-        or _model_is_parameter(ctx, node)
+        or _callers_choice(ctx, node, model, free)
         or (model is not None and ctx.models.class_of(model) in free.classes)
     )
+
+
+def _callers_choice(ctx: FileContext, node: ast.AST, model: ast.AST | None, free: GradFree) -> bool:
+    """``def predict(model, x): return model(x)``: grad mode is the caller's choice, unless this
+    file calls the function with grad on (``test_net(net, ...)`` outside no_grad)."""
+    function = _parameter(ctx, node, ctx.name_of(model) if model is not None else None)
+    return function is not None and function not in free.with_grad
 
 
 def inference_without_no_grad(ctx: FileContext) -> Iterator[Finding]:
@@ -143,6 +185,26 @@ def inference_without_no_grad(ctx: FileContext) -> Iterator[Finding]:
                 "SB301",
                 f"{ast.unparse(call.func)}(...) runs for inference with grad mode on: wrap it in torch.inference_mode()",
             )
+        elif not _grad_free(ctx, call, safe):
+            yield from _runs_in_another_file(ctx, call, safe)
+
+
+def _runs_in_another_file(ctx: FileContext, call: ast.Call, safe: GradFree) -> Iterator[Finding]:
+    """``evaluate(net, loader)`` where ``evaluate`` (another file of the project) runs ``net``
+    with grad mode on: found at this call, which chose the grad mode."""
+    for function, skip in ctx.project.callee(ctx, call):
+        if function.module == ctx.module:
+            continue  # this file's own: found at the model call inside it
+        runs = ctx.project.param_facts(function, "forwards")
+        for param, arg in ctx.project.arguments(function, call, skip):
+            name = ctx.name_of(arg)
+            if param in runs and ctx.models.is_model(arg) and not _callers_choice(ctx, call, arg, safe):
+                yield ctx.finding(
+                    call,
+                    "SB301",
+                    f"{name} runs in {function.name}() of {function.where} with grad mode on: call {function.name} under torch.inference_mode()",
+                )
+                return
 
 
 def missing_eval(ctx: FileContext) -> Iterator[Finding]:
@@ -202,7 +264,7 @@ def _fixed_size(ctx: FileContext) -> bool:
 def resizes_to_fixed_size(ctx: FileContext, calls: list[ast.Call]) -> bool:
     """Whether one of ``calls`` makes every input one size on every path: a ``Resize`` to (h, w),
     a crop to a size (``CenterCrop``, ``RandomResizedCrop``, ``RandomCrop``), ``cv2.resize`` to
-    (w, h), PIL's ``img.resize((w, h))``, ``F.interpolate(x, size=(h, w))``. One applied only in
+    (w, h), PIL's ``img.resize((w, h))``. One applied only in
     a branch (``if args.crop_val:``) leaves the other path's sizes free."""
     pairs = {
         n
@@ -231,8 +293,6 @@ def resizes_to_fixed_size(ctx: FileContext, calls: list[ast.Call]) -> bool:
             return True  # cv2.resize(img, (w, h)), skimage's resize(img, (h, w))
         if last == "resize" and isinstance(call.func, ast.Attribute) and len(call.args) == 1 and pair(size):
             return True  # PIL: img.resize((w, h))
-        if last == "interpolate" and pair(keywords.get("size")):
-            return True
     return False
 
 

@@ -592,10 +592,11 @@ class Flow:
     def into_project(self, call: ast.Call, state: set[Key]) -> None:
         """A model passed to a project function: run by it (a use here), then eval'd by it."""
         project = self.m.ctx.project
-        for function, skip in project.callee(self.m.ctx, call):
+        known = project.callee(self.m.ctx, call)
+        for function, skip in known or project.callee(self.m.ctx, call, by_name=True):
             pairs = [(p, a) for p, a in project.arguments(function, call, skip) if self.m.key(a) is not None]
             evals, runs = project.param_facts(function, "evals"), project.param_facts(function, "calls")
-            for param, arg in pairs:
+            for param, arg in pairs if known else []:
                 if param in runs and param not in evals and self.m.is_model(arg):
                     self.use(call, arg, state, f"{function.name}() of {function.where}")
             state.update(self.m.key(a) for p, a in pairs if p in evals)  # type: ignore[misc]
