@@ -237,3 +237,75 @@ def test_models_collected_in_a_list_keep_their_mode():
         out = first(x)
     """
     assert found(source) == []
+
+
+# -- benchmark-with-determinism
+
+
+@pytest.mark.parametrize(
+    "asks",
+    [
+        "torch.backends.cudnn.deterministc = True",
+        "cudnn.determinism = args.deterministic",
+        "cudnn.benchmark, cudnn.determinstic = True, True",
+    ],
+)
+def test_benchmark_beside_any_determinism_attribute_in_a_seeded_file(asks):
+    source = f"""
+    import random
+    import numpy as np
+    import torch
+    import torch.backends.cudnn as cudnn
+    random.seed(0)
+    np.random.seed(0)
+    torch.manual_seed(0)
+    {asks}
+    cudnn.benchmark = True
+    """
+    assert "SB103" in [c for c, _ in found(source)]
+
+
+def test_a_determinism_attribute_set_false_asks_for_nothing():
+    source = """
+    import torch
+    torch.manual_seed(0)
+    torch.backends.cudnn.deterministic = False
+    torch.backends.cudnn.benchmark = True
+    """
+    assert found(source) == []
+
+
+# -- per-sample loop
+
+
+def test_a_batch_of_one_from_numpy_over_pil_resized_images():
+    source = """
+    import numpy as np
+    import torch
+    from PIL import Image
+    model = torch.jit.load("model.pt").eval()
+    with torch.no_grad():
+        for path in paths:
+            img = np.asarray(Image.open(path).resize((224, 224)), dtype=np.float32)
+            x = torch.from_numpy(img).permute(2, 0, 1).unsqueeze(dim=0)
+            y = model(x)
+    """
+    assert found(source) == [("SB201", 10)]
+
+
+def test_a_fixed_size_only_in_an_optional_branch_is_no_fixed_size():
+    source = """
+    import torch
+    from torch.utils.data import DataLoader
+    from torchvision import transforms as T
+    def main(args, model):
+        tfs = [T.ToTensor()]
+        if args.crop_val:
+            tfs.insert(0, T.CenterCrop(args.crop_size))
+        loader = DataLoader(Dataset(T.Compose(tfs)), batch_size=1)
+        model.eval()
+        with torch.no_grad():
+            for images, labels in loader:
+                outputs = model(images)
+    """
+    assert found(source) == []
