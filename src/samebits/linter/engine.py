@@ -152,7 +152,7 @@ def lint_source(
     found: dict[tuple[int, int, str], Finding] = {}
     for code, check in CHECKS:
         if not config.enabled(code, BY_CODE[code].name, display):
-            continue  # not selected: not run (SB102 alone imports torch, and only when it runs)
+            continue  # not selected: not run
         for f in check(ctx):
             line = lines[f.line - 1] if 0 < f.line <= len(lines) else ""
             if not _suppressed(line, f.code, f.name):
