@@ -68,6 +68,7 @@ class Project:
         self.modules, self.paths = modules, paths
         self.notes = notes or []  # files skipped, each with why
         self._resolved: dict[tuple[str, str], Def | None] = {}
+        self._methods: dict[str, list[Def]] | None = None
 
     @classmethod
     def build(cls, root: Path, files: list[Path], cache: SummaryCache | None = None) -> Project:
@@ -186,12 +187,14 @@ class Project:
 
     def methods_named(self, name: str) -> list[Def]:
         """Every project method called ``name`` (for ``obj.name(...)`` on an object of unknown class)."""
-        return [
-            Def(m, "function", name, c["methods"][name], f"{self.paths.get(m, m)}:{c['methods'][name]['line']}", cn)
-            for m, s in self.modules.items()
-            for cn, c in s["classes"].items()
-            if name in c["methods"]
-        ]
+        if self._methods is None:
+            self._methods = {}
+            for m, summary in self.modules.items():
+                for cn, c in summary["classes"].items():
+                    for fn, f in c["methods"].items():
+                        where = f"{self.paths.get(m, m)}:{f['line']}"
+                        self._methods.setdefault(fn, []).append(Def(m, "function", fn, f, where, cn))
+        return self._methods.get(name, [])
 
     # -- models
 
@@ -351,11 +354,7 @@ def _bound_methods(ctx: FileContext, func: ast.AST) -> list[ast.Attribute]:
         return [func]
     if not isinstance(func, ast.Name):
         return []
-    values = [
-        n.value for n in ctx.nodes if isinstance(n, ast.Assign) and any(ctx.name_of(t) == func.id for t in n.targets)
-    ]
-    values = [v for value in values for v in ((value.body, value.orelse) if isinstance(value, ast.IfExp) else (value,))]
-    return [v for v in values if isinstance(v, ast.Attribute)]
+    return ctx.bound_attributes.get(func.id, [])
 
 
 def _parse(data: bytes) -> Summary | None:

@@ -103,6 +103,19 @@ class FileContext:
         return self._project
 
     @functools.cached_property
+    def bound_attributes(self) -> dict[str, list[ast.Attribute]]:
+        """Names bound to an attribute (``fn = obj.method``, either side of ``a if c else b``)."""
+        out: dict[str, list[ast.Attribute]] = {}
+        for node in self.nodes:
+            if isinstance(node, ast.Assign):
+                value = node.value
+                values = (value.body, value.orelse) if isinstance(value, ast.IfExp) else (value,)
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        out.setdefault(target.id, []).extend(v for v in values if isinstance(v, ast.Attribute))
+        return out
+
+    @functools.cached_property
     def tensors(self) -> set[str]:
         """Names bound to a ``torch.*`` tensor factory."""
         return _tensor_names(self)

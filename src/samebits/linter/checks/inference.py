@@ -96,19 +96,17 @@ def _functions_called_with_grad(ctx: FileContext, free: set[str]) -> set[str]:
 
 
 def _enclosing_function(ctx: FileContext, node: ast.AST) -> str | None:
-    for parent in ctx.ancestors(node):
-        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return parent.name
-    return None
+    function = _function_of(ctx, node)
+    return function.name if function is not None else None  # type: ignore[attr-defined]
 
 
 def _parameter(ctx: FileContext, node: ast.AST, name: str | None) -> str | None:
     """The enclosing function's name when ``name`` is one of its parameters."""
-    for parent in ctx.ancestors(node):
-        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            args = parent.args
-            return parent.name if name in {a.arg for a in args.args + args.kwonlyargs + args.posonlyargs} else None
-    return None
+    function = _function_of(ctx, node)
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    args = function.args
+    return function.name if name in {a.arg for a in args.args + args.kwonlyargs + args.posonlyargs} else None
 
 
 def _grad_free_classes(ctx: FileContext) -> set[str]:
@@ -137,29 +135,35 @@ class GradFree(NamedTuple):
     functions: set[str]  # functions run with grad off (called under no_grad here or elsewhere)
     classes: set[str]  # module classes whose forward turns grad off itself
     with_grad: set[str]  # functions this file calls with grad on
+    volatile: set[ast.AST]  # functions whose inputs are volatile (torch < 0.4)
 
     @classmethod
     def of(cls, ctx: FileContext) -> GradFree:
         free = _functions_called_without_grad(ctx)
-        return cls(free, _grad_free_classes(ctx), _functions_called_with_grad(ctx, free))
+        return cls(free, _grad_free_classes(ctx), _functions_called_with_grad(ctx, free), _volatile_scopes(ctx))
 
 
-def _volatile(ctx: FileContext, node: ast.AST) -> bool:
-    """In a function that makes its input ``Variable(x, volatile=True)``: torch < 0.4's no-grad."""
-    function = next((p for p in ctx.ancestors(node) if isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
-    return any(
-        k.arg == "volatile" and not (isinstance(k.value, ast.Constant) and not k.value.value)
-        for c in ast.walk(function or ctx.tree)
-        if isinstance(c, ast.Call)
-        for k in c.keywords
-    )
+def _volatile_scopes(ctx: FileContext) -> set[ast.AST]:
+    """Functions (the module for top-level code) that make an input ``Variable(x, volatile=True)``:
+    torch < 0.4's no-grad."""
+    out: set[ast.AST] = set()
+    for call in ctx.calls:
+        if any(
+            k.arg == "volatile" and not (isinstance(k.value, ast.Constant) and not k.value.value) for k in call.keywords
+        ):
+            out.add(_function_of(ctx, call) or ctx.tree)
+    return out
+
+
+def _function_of(ctx: FileContext, node: ast.AST) -> ast.AST | None:
+    return next((p for p in ctx.ancestors(node) if isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
 
 
 def _grad_free(ctx: FileContext, node: ast.AST, free: GradFree) -> bool:
     model = ctx.models.called_model(node)
     return (
         ctx.grad_chosen(node)
-        or _volatile(ctx, node)
+        or (_function_of(ctx, node) or ctx.tree) in free.volatile
         or _in_forward(ctx, node)
         or _enclosing_function(ctx, node) in free.functions
         or _callers_choice(ctx, node, model, free)
@@ -185,7 +189,7 @@ def inference_without_no_grad(ctx: FileContext) -> Iterator[Finding]:
                 "SB301",
                 f"{ast.unparse(call.func)}(...) runs for inference with grad mode on: wrap it in torch.inference_mode()",
             )
-        elif not _grad_free(ctx, call, safe):
+        else:
             yield from _runs_in_another_file(ctx, call, safe)
 
 
@@ -193,7 +197,7 @@ def _runs_in_another_file(ctx: FileContext, call: ast.Call, safe: GradFree) -> I
     """``evaluate(net, loader)`` where ``evaluate`` (another file of the project) runs ``net``
     with grad mode on: found at this call, which chose the grad mode."""
     for function, skip in ctx.project.callee(ctx, call):
-        if function.module == ctx.module:
+        if function.module == ctx.module or _grad_free(ctx, call, safe):
             continue  # this file's own: found at the model call inside it
         runs = ctx.project.param_facts(function, "forwards")
         for param, arg in ctx.project.arguments(function, call, skip):
