@@ -362,3 +362,24 @@ def test_the_index_is_cached_as_json_by_content_and_safe_to_delete(tmp_path):
     cached.unlink()
     cache._MEMORY.clear()
     assert found(root, "demo.py") == []
+
+
+def test_the_index_is_bounded(tmp_path, monkeypatch):
+    from samebits.linter import engine
+    from samebits.linter import project as project_module
+
+    monkeypatch.setattr(project_module, "MAX_FILES", 2)
+    monkeypatch.setattr(engine, "MAX_FILES", 2)
+    root = project(tmp_path, {f"m{i}.py": "x = 1\n" for i in range(6)})
+    result = samebits.lint([root / "m0.py"])
+    assert result.files == 1 and any("only the first 2" in n for n in result.notes)
+
+
+def test_without_a_project_marker_the_paths_given_are_the_project(tmp_path):
+    (tmp_path / "model.py").write_text(NET + "model = Net()\n")
+    (tmp_path / "demo.py").write_text(
+        "import torch\nfrom model import model\nwith torch.no_grad():\n    y = model(x)\n"
+    )
+    alone = samebits.lint([tmp_path / "demo.py"])
+    together = samebits.lint([tmp_path / "demo.py", tmp_path / "model.py"])
+    assert [f.code for f in alone] == [] and [f.code for f in together] == ["SB107"]

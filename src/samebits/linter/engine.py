@@ -17,7 +17,7 @@ from samebits.linter.checks.common import FileContext, Finding
 from samebits.linter.cache import for_project as cache_for
 from samebits.linter.config import LintConfig, load_config
 from samebits.linter.metadata import torch_floor
-from samebits.linter.project import Project, find_root, module_name
+from samebits.linter.project import MAX_FILES, Project, find_root, module_name
 from samebits.rules import BY_CODE
 
 CHECKS = (*environment.CHECKS, *backends.CHECKS, *seeding.CHECKS, *inference.CHECKS, *safety.CHECKS)
@@ -66,15 +66,19 @@ class LintResult:
         return self.findings[index]
 
 
-def discover(paths: Iterable[str | os.PathLike[str]], config: LintConfig) -> tuple[list[Path], list[tuple[str, str]]]:
-    """Python files under ``paths`` (folders walked without VCS folders, venvs and caches), and the
-    given files that were skipped (not Python, binary, missing)."""
+def discover(
+    paths: Iterable[str | os.PathLike[str]], config: LintConfig, limit: int | None = None
+) -> tuple[list[Path], list[tuple[str, str]]]:
+    """Python files under ``paths`` (folders walked without VCS folders, venvs and caches; the walk
+    stops past ``limit`` files), and the given files that were skipped (not Python, binary, missing)."""
     files: list[Path] = []
     skipped: list[tuple[str, str]] = []
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
             for folder, dirs, names in os.walk(path):
+                if limit is not None and len(files) > limit:
+                    break
                 dirs[:] = sorted(
                     d
                     for d in dirs
@@ -201,10 +205,15 @@ class Projects:
         self.built: dict[Path, Project] = {}
 
     def of(self, path: Path) -> tuple[Project, str]:
-        root = find_root(path) or next((g for g in self.given if g.is_dir() and g in path.parents), path.parent)
-        root = root.resolve()
+        """The project of ``path``: its nearest folder with a project marker, else the folder
+        given that holds it, else the files given beside it."""
+        found = find_root(path) or next((g for g in self.given if g.is_dir() and g in path.parents), None)
+        root = (found or path.parent).resolve()
         if root not in self.built:
-            files, _ = discover([root], LintConfig())
+            if found is None:
+                files = [g for g in self.given if g.is_file() and g.parent == path.parent]
+            else:
+                files = discover([found], LintConfig(), limit=MAX_FILES)[0]
             self.built[root] = Project.build(root, files, cache_for(root))
         return self.built[root], module_name(path, root)
 
