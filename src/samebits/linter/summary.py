@@ -27,7 +27,7 @@ def summarize(tree: ast.Module, source: str = "") -> Summary:
         classes[cls.name] = {
             "line": cls.lineno,
             "bases": [ctx.dotted(b) or "" for b in cls.bases],
-            "self_eval": init is not None and any(_evaluates(n, "self") for n in ast.walk(init)),
+            "self_eval": init is not None and any(_evaluated_name(n) == "self" for n in ast.walk(init)),
             "methods": methods,
         }
     return {
@@ -41,12 +41,14 @@ def summarize(tree: ast.Module, source: str = "") -> Summary:
     }
 
 
-def _evaluates(node: ast.AST, name: str) -> bool:
-    """``name.eval()`` (or ``name.to(d).eval()``, ``train(False)``)."""
-    if not is_eval_call(node):
-        return False
-    base = chain_base(node.func.value)  # type: ignore[attr-defined]
-    return isinstance(base, ast.Name) and base.id == name
+def _evaluated(node: ast.AST) -> ast.AST | None:
+    """The object ``node`` puts in eval mode (``x`` of ``x.to(d).eval()``, ``x.train(False)``)."""
+    return chain_base(node.func.value) if is_eval_call(node) else None  # type: ignore[attr-defined]
+
+
+def _evaluated_name(node: ast.AST) -> str | None:
+    base = _evaluated(node)
+    return base.id if isinstance(base, ast.Name) else None
 
 
 def _stored_and_evaluated(cls: ast.ClassDef, init: ast.AST) -> set[str]:
@@ -59,11 +61,10 @@ def _stored_and_evaluated(cls: ast.ClassDef, init: ast.AST) -> set[str]:
                     stored[t.attr] = node.value.id
     out = set()
     for node in ast.walk(cls):
-        if is_eval_call(node):
-            base = chain_base(node.func.value)  # type: ignore[attr-defined]
-            if isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name) and base.value.id == "self":
-                if base.attr in stored:
-                    out.add(stored[base.attr])
+        base = _evaluated(node)
+        if isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name) and base.value.id == "self":
+            if base.attr in stored:
+                out.add(stored[base.attr])
     return out
 
 
@@ -92,8 +93,8 @@ def _function(ctx: FileContext, function: ast.FunctionDef | ast.AsyncFunctionDef
         if not isinstance(node, ast.Call):
             continue
         body_calls.append(node)
-        if is_eval_call(node) and isinstance(base := chain_base(node.func.value), ast.Name):  # type: ignore[attr-defined]
-            evals.add(base.id)
+        if evaluated := _evaluated_name(node):
+            evals.add(evaluated)
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr in ("forward", *INFERENCE_METHODS):
             func = func.value
@@ -145,8 +146,8 @@ def _returns(ctx: FileContext, function: ast.AST) -> list[list[Any]]:
                 evaluated.discard(name)
             elif isinstance(base, ast.Name) and base.id in made:
                 made[name] = (made[base.id][0], made[base.id][1] or binds_eval(node.value))
-        elif is_eval_call(node) and isinstance(base := chain_base(node.func.value), ast.Name):  # type: ignore[attr-defined]
-            evaluated.add(base.id)
+        elif evaluated_here := _evaluated_name(node):
+            evaluated.add(evaluated_here)
         elif isinstance(node, ast.Return) and node.value is not None:
             parts = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
             result = []
@@ -174,6 +175,6 @@ def _instances(ctx: FileContext, tree: ast.Module) -> Summary:
                 if isinstance(t, ast.Name):
                     out[t.id] = {"line": node.lineno, "call": _callee(ctx, base.func), "eval": binds_eval(node.value)}
     for node in statements:
-        if is_eval_call(node) and isinstance(base := chain_base(node.func.value), ast.Name) and base.id in out:  # type: ignore[attr-defined]
-            out[base.id]["eval"] = True
+        if (name := _evaluated_name(node)) in out:
+            out[name]["eval"] = True
     return out
