@@ -26,6 +26,7 @@ class Net(nn.Module):
 
 @pytest.fixture(autouse=True)
 def _cache(tmp_path, monkeypatch):
+    monkeypatch.delenv("SAMEBITS_LINT_CACHE_DIR", raising=False)  # the default place, under XDG_CACHE_HOME
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
 
 
@@ -383,3 +384,15 @@ def test_without_a_project_marker_the_paths_given_are_the_project(tmp_path):
     alone = samebits.lint([tmp_path / "demo.py"])
     together = samebits.lint([tmp_path / "demo.py", tmp_path / "model.py"])
     assert [f.code for f in alone] == [] and [f.code for f in together] == ["SB107"]
+
+
+def test_a_module_level_model_eval_d_by_another_file_that_imports_it(tmp_path):
+    root = project(
+        tmp_path,
+        {
+            "model.py": NET + "model = Net()\n",
+            "app.py": "from model import model\ndef setup():\n    model.eval()\n",
+            "handlers.py": "import torch\nfrom model import model\ndef predict(x):\n    with torch.no_grad():\n        return model(x)\n",
+        },
+    )
+    assert found(root, "handlers.py") == []

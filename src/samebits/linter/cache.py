@@ -14,14 +14,17 @@ from pathlib import Path
 from samebits._version import __version__
 from samebits.errors import UserError
 from samebits.files import atomic_write
+from samebits.linter.summary import SUMMARY_FORMAT
 
-SCHEMA = f"samebits-lint-index-1/{__version__}"  # a new samebits re-parses: summaries may have changed
+SCHEMA = f"samebits-lint-index-{SUMMARY_FORMAT}/{__version__}"  # another samebits or format re-parses
 Summary = dict  # JSON object (linter/summary.py)
 _MEMORY: dict[str, Summary | None] = {}  # content hash -> summary, for this process
 
 
 def cache_folder() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")) / "samebits" / "lint"
+    """``$SAMEBITS_LINT_CACHE_DIR``, else ``$XDG_CACHE_HOME/samebits/lint`` (``~/.cache/samebits/lint``)."""
+    home = Path(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")) / "samebits" / "lint"
+    return Path(os.environ.get("SAMEBITS_LINT_CACHE_DIR") or home)
 
 
 def for_project(root: Path) -> SummaryCache:

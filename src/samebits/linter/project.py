@@ -233,11 +233,22 @@ class Project:
             return None
         train = None if inner.train is None else inner.train and not evaluated
         if found.kind == "instance":
+            train = train and not self._evaluated_by_importers(found)
             return Source(f"made in {found.where}", train, inner.manages_grad, found.where)
         state = "in eval mode" if train is False else "in training mode" if train else "a model"
         return Source(
             f"{found.name}() of {found.where}, which returns it {state}", train, inner.manages_grad, found.where
         )
+
+    def _evaluated_by_importers(self, instance: Def) -> bool:
+        """A module-level model that a file importing it puts in eval mode (``model.eval()`` in
+        an app's ``setup()``): the order of calls between files is not known, so it counts."""
+        for module, summary in self.modules.items():
+            for local, dotted in summary["imports"].items():
+                if local in summary["evaluated"] and dotted.endswith(instance.name):
+                    if self.resolve(dotted, module) == instance:
+                        return True
+        return False
 
     def call_source(self, ctx: FileContext, call: ast.Call) -> Source | None:
         """The model source of ``call``: a project class (one whose ``__init__`` evals the model

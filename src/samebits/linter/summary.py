@@ -13,10 +13,11 @@ from samebits.linter.checks.inference import resizes_to_fixed_size
 from samebits.linter.checks.models import FUNCTIONS, INFERENCE_METHODS, binds_eval, chain_base, is_eval_call, same_scope
 
 Summary = dict[str, Any]  # JSON: see summarize()
+SUMMARY_FORMAT = 2  # bump when summarize()'s output changes: cached summaries of another format are re-made
 
 
 def summarize(tree: ast.Module, source: str = "") -> Summary:
-    """``{"classes", "functions", "instances", "imports", "no_grad_calls"}`` of one file."""
+    """``{"classes", "functions", "instances", "imports", "evaluated", "no_grad_calls"}`` of one file."""
     ctx = FileContext(Path("<index>"), "<index>", source, tree)
     classes = {}
     for cls in (n for n in tree.body if isinstance(n, ast.ClassDef)):
@@ -35,6 +36,7 @@ def summarize(tree: ast.Module, source: str = "") -> Summary:
         "functions": {f.name: _function(ctx, f) for f in tree.body if isinstance(f, FUNCTIONS)},
         "instances": _instances(ctx, tree),
         "imports": dict(ctx.aliases),
+        "evaluated": sorted({n for node in ctx.nodes if (n := _evaluated_name(node))}),  # model.eval() anywhere
         "no_grad_calls": sorted(
             {n for c in ctx.calls if ctx.under_no_grad(c) and (n := ctx.dotted(c.func)) and "(" not in n}
         ),
