@@ -219,12 +219,15 @@ def test_a_project_wrapper_that_evals_the_model_it_stores(tmp_path):
         tmp_path,
         {
             "utils/torch_utils.py": """
+            import torch
             from torch import nn
             class TracedModel(nn.Module):
                 def __init__(self, model=None, device=None, img_size=(640, 640)):
                     super().__init__()
                     self.model = model
                     self.model.eval()
+                    traced = torch.jit.trace(self.model, torch.rand(1, 3, img_size, img_size))
+                    self.model = traced  # the last assignment is not the model given
                 def forward(self, x):
                     return self.model(x)
             """,

@@ -13,7 +13,7 @@ from samebits.linter.checks.inference import resizes_to_fixed_size
 from samebits.linter.checks.models import FUNCTIONS, INFERENCE_METHODS, binds_eval, chain_base, is_eval_call, same_scope
 
 Summary = dict[str, Any]  # JSON: see summarize()
-SUMMARY_FORMAT = 2  # bump when summarize()'s output changes: cached summaries of another format are re-made
+SUMMARY_FORMAT = 3  # bump when summarize()'s output changes: cached summaries of another format are re-made
 
 
 def summarize(tree: ast.Module, source: str = "") -> Summary:
@@ -55,18 +55,19 @@ def _evaluated_name(node: ast.AST) -> str | None:
 
 def _stored_and_evaluated(cls: ast.ClassDef, init: ast.AST) -> set[str]:
     """Parameters of ``__init__`` stored as ``self.x = param`` whose ``self.x`` is eval'd in the class."""
-    stored = {}
+    args = init.args  # type: ignore[attr-defined]
+    params = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+    stored: dict[str, set[str]] = {}
     for node in ast.walk(init):
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in params:
             for t in node.targets:
                 if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
-                    stored[t.attr] = node.value.id
-    out = set()
+                    stored.setdefault(t.attr, set()).add(node.value.id)
+    out: set[str] = set()
     for node in ast.walk(cls):
         base = _evaluated(node)
         if isinstance(base, ast.Attribute) and isinstance(base.value, ast.Name) and base.value.id == "self":
-            if base.attr in stored:
-                out.add(stored[base.attr])
+            out |= stored.get(base.attr, set())
     return out
 
 
