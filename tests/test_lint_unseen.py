@@ -309,3 +309,13 @@ def test_a_fixed_size_only_in_an_optional_branch_is_no_fixed_size():
                 outputs = model(images)
     """
     assert found(source) == []
+
+
+def test_a_library_loaders_decode_is_not_a_forward():
+    source = """
+    import torch
+    import whisper
+    model = whisper.load_model("base").eval()
+    result = model.decode(mel, options)
+    """
+    assert found(source) == []

@@ -449,8 +449,8 @@ class Models:
             source, key = self.source(func.value), self.key(func.value)
             if func.attr == "generate" and source in (PRETRAINED, FROM_CONFIG):
                 return None
-            if (source is None and key in self.unknown) or source is USER_CLASS:
-                return None  # SentenceTransformer(...).encode: a library's method may handle grad itself
+            if (source is None and key in self.unknown) or source in (USER_CLASS, FACTORY):
+                return None  # SentenceTransformer(...).encode, whisper.load_model(...).decode: may handle grad itself
             func = func.value
         return func if self.ctx.name_of(func) is not None and self.is_model(func) else None
 
