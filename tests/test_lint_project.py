@@ -399,3 +399,12 @@ def test_a_module_level_model_eval_d_by_another_file_that_imports_it(tmp_path):
         },
     )
     assert found(root, "handlers.py") == []
+
+
+def test_the_cli_prints_the_notes_of_files_left_out_of_the_index(tmp_path):
+    from samebits.linter.report import to_json, to_text
+
+    root = project(tmp_path, {"broken.py": "def (:\n", "ok.py": "x = 1\n"})
+    result = samebits.lint([root / "ok.py"])
+    assert "note: " in to_text(result) and "broken.py" in to_text(result)
+    assert any("broken.py" in n for n in to_json(result)["notes"])
