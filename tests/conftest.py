@@ -48,10 +48,12 @@ def run_python(code: str, env: dict[str, str] | None = None, timeout: float = 12
 
 @pytest.fixture(autouse=True, scope="session")
 def _private_cache(tmp_path_factory):
-    """Tests never touch the user's ~/.cache/samebits: children inherit the variable."""
+    """Tests never touch the user's ~/.cache/samebits: children inherit the variables."""
     os.environ["SAMEBITS_CACHE_DIR"] = str(tmp_path_factory.mktemp("samebits-cache"))
+    os.environ["SAMEBITS_LINT_CACHE_DIR"] = str(tmp_path_factory.mktemp("samebits-lint-cache"))
     yield
     os.environ.pop("SAMEBITS_CACHE_DIR", None)
+    os.environ.pop("SAMEBITS_LINT_CACHE_DIR", None)
 
 
 @pytest.fixture(autouse=True)

@@ -14,8 +14,10 @@ from pathlib import Path
 
 from samebits.linter.checks import backends, environment, inference, safety, seeding
 from samebits.linter.checks.common import FileContext, Finding
+from samebits.linter.cache import for_project as cache_for
 from samebits.linter.config import LintConfig, load_config
 from samebits.linter.metadata import torch_floor
+from samebits.linter.project import MAX_FILES, Project, find_root, module_name
 from samebits.rules import BY_CODE
 
 CHECKS = (*environment.CHECKS, *backends.CHECKS, *seeding.CHECKS, *inference.CHECKS, *safety.CHECKS)
@@ -52,6 +54,7 @@ class LintResult:
     errors: list[tuple[str, str]]
     files: int
     skipped: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    notes: list[str] = dataclasses.field(default_factory=list)  # project files not indexed, each with why
 
     def __iter__(self) -> Iterator[Finding]:
         return iter(self.findings)
@@ -63,15 +66,19 @@ class LintResult:
         return self.findings[index]
 
 
-def discover(paths: Iterable[str | os.PathLike[str]], config: LintConfig) -> tuple[list[Path], list[tuple[str, str]]]:
-    """Python files under ``paths`` (folders walked without VCS folders, venvs and caches), and the
-    given files that were skipped (not Python, binary, missing)."""
+def discover(
+    paths: Iterable[str | os.PathLike[str]], config: LintConfig, limit: int | None = None
+) -> tuple[list[Path], list[tuple[str, str]]]:
+    """Python files under ``paths`` (folders walked without VCS folders, venvs and caches; the walk
+    stops past ``limit`` files), and the given files that were skipped (not Python, binary, missing)."""
     files: list[Path] = []
     skipped: list[tuple[str, str]] = []
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
             for folder, dirs, names in os.walk(path):
+                if limit is not None and len(files) > limit:
+                    break
                 dirs[:] = sorted(
                     d
                     for d in dirs
@@ -133,17 +140,23 @@ def _suppressed(line: str, code: str, name: str) -> bool:
 
 
 def lint_source(
-    source: str, display: str = "<string>", config: LintConfig | None = None, min_torch: tuple[int, int] | None = None
+    source: str,
+    display: str = "<string>",
+    config: LintConfig | None = None,
+    min_torch: tuple[int, int] | None = None,
+    project: Project | None = None,
+    module: str = "",
 ) -> list[Finding]:
-    """Lint one piece of source; raises ``SyntaxError`` when it does not parse."""
+    """Lint one piece of source (as module ``module`` of ``project``, else alone); raises
+    ``SyntaxError`` when it does not parse."""
     config = config or LintConfig()
     tree = ast.parse(source, filename=display)
-    ctx = FileContext(Path(display), display, source, tree, min_torch)
+    ctx = FileContext(Path(display), display, source, tree, min_torch, project, module)
     lines = source.splitlines()
     found: dict[tuple[int, int, str], Finding] = {}
     for code, check in CHECKS:
         if not config.enabled(code, BY_CODE[code].name, display):
-            continue  # not selected: not run (SB102 alone imports torch, and only when it runs)
+            continue  # not selected: not run
         for f in check(ctx):
             line = lines[f.line - 1] if 0 < f.line <= len(lines) else ""
             if not _suppressed(line, f.code, f.name):
@@ -160,6 +173,7 @@ def lint(paths: Iterable[str | os.PathLike[str]], config: LintConfig | None = No
     findings: list[Finding] = []
     errors: list[tuple[str, str]] = []
     linted = 0
+    projects = Projects(given)
     for path in files:
         display = path.as_posix()
         try:
@@ -168,7 +182,8 @@ def lint(paths: Iterable[str | os.PathLike[str]], config: LintConfig | None = No
                 skipped.append((display, "binary file"))
                 continue
             linted += 1
-            findings += lint_source(read_python(data), display, config, torch_floor(path.parent))
+            project, module = projects.of(path)
+            findings += lint_source(read_python(data), display, config, torch_floor(path.parent), project, module)
         except (UnicodeDecodeError, LookupError):
             errors.append((display, "not text in the encoding it declares (UTF-8 unless a coding line says otherwise)"))
         except SyntaxError as exc:
@@ -179,4 +194,28 @@ def lint(paths: Iterable[str | os.PathLike[str]], config: LintConfig | None = No
             errors.append((display, "too deeply nested to parse or check (an expression of thousands of terms)"))
         except Exception as exc:  # a bug in one check: the other files are still linted and reported
             errors.append((display, f"samebits could not lint it ({type(exc).__name__}: {exc}); please report it"))
-    return LintResult(findings, errors, linted, skipped)
+    return LintResult(findings, errors, linted, skipped, projects.notes())
+
+
+class Projects:
+    """The project index of each linted file's project (linter/project.py), built once per root."""
+
+    def __init__(self, given: list[Path]) -> None:
+        self.given = given
+        self.built: dict[Path, Project] = {}
+
+    def of(self, path: Path) -> tuple[Project, str]:
+        """The project of ``path``: its nearest folder with a project marker, else the folder
+        given that holds it, else the files given beside it."""
+        found = find_root(path) or next((g for g in self.given if g.is_dir() and g in path.parents), None)
+        root = (found or path.parent).resolve()
+        if root not in self.built:
+            if found is None:
+                files = [g for g in self.given if g.is_file() and g.parent == path.parent]
+            else:
+                files = discover([found], LintConfig(), limit=MAX_FILES)[0]
+            self.built[root] = Project.build(root, files, cache_for(root))
+        return self.built[root], module_name(path, root)
+
+    def notes(self) -> list[str]:
+        return [n for p in self.built.values() for n in p.notes]

@@ -16,6 +16,7 @@ def to_text(result: LintResult) -> str:
     lines = [f.text() for f in result.findings]
     lines += [f"{path}: error: {why}" for path, why in result.errors]
     lines += [f"{path}: skipped: {why}" for path, why in result.skipped]
+    lines += [f"note: {note}" for note in result.notes]  # project files the index left out
     n = len(result.findings)
     summary = f"{n} finding{'s' if n != 1 else ''} in {result.files} file{'s' if result.files != 1 else ''}"
     if result.errors:
@@ -36,6 +37,7 @@ def to_json(result: LintResult) -> dict[str, Any]:
         ],
         "errors": [{"path": p, "error": e} for p, e in result.errors],
         "skipped": [{"path": p, "reason": r} for p, r in result.skipped],
+        "notes": list(result.notes),
     }
 
 

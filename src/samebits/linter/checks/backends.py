@@ -4,52 +4,26 @@ from __future__ import annotations
 
 import ast
 import difflib
-import types
 from collections.abc import Iterator
-from functools import lru_cache
-from typing import Any
 
+from samebits.linter.checks.backend_flags import FLAGS
 from samebits.linter.checks.common import FileContext, Finding
 
 
-@lru_cache(maxsize=None)
-def _backend_names(path: str) -> tuple[bool, frozenset[str]] | None:
-    """For ``torch.backends.cudnn``: (is a module, the names it has); ``None`` if unknown here."""
-    try:
-        import importlib
-
-        obj: Any = importlib.import_module("torch.backends")
-        for part in path.split(".")[2:]:
-            obj = getattr(obj, part)
-    except Exception:
-        return None
-    names = set(dir(obj)) | set(dir(type(obj)))
-    inner = getattr(obj, "m", None)  # torch's PropModule wraps the real module in .m
-    if isinstance(inner, types.ModuleType):
-        names |= set(dir(inner))
-    return isinstance(obj, types.ModuleType), frozenset(n for n in names if not n.startswith("__"))
-
-
-def _assignments(ctx: FileContext) -> Iterator[tuple[ast.AST, str, ast.AST]]:
-    """``(node, dotted target, value)`` for every assignment to an attribute."""
-    for node in ctx.nodes:
-        if isinstance(node, ast.Assign):
-            for t in node.targets:
-                name = ctx.dotted(t) if isinstance(t, ast.Attribute) else None
-                if name:
-                    yield node, name, node.value
+def _backend_names(path: str) -> frozenset[str] | None:
+    """The names of the ``torch.backends`` module ``path`` (``torch.backends.cudnn``) from the
+    table shipped with samebits (checks/backend_flags.py: no torch import); ``None`` where
+    ``path`` is no module there (``torch.backends.cuda.matmul`` is an object that raises itself)."""
+    return FLAGS.get(path.removeprefix("torch.backends.")) if path.startswith("torch.backends.") else None
 
 
 def unknown_backend_flag(ctx: FileContext) -> Iterator[Finding]:
-    for node, name, _ in _assignments(ctx):
+    for node, name, _ in ctx.attribute_assignments():
         if not name.startswith("torch.backends.") or name.count(".") < 3:
             continue
         owner, _, attr = name.rpartition(".")
-        known = _backend_names(owner)
-        if known is None:
-            continue
-        is_module, names = known
-        if is_module and attr not in names:
+        names = _backend_names(owner)
+        if names is not None and attr not in names:
             close = difflib.get_close_matches(attr, sorted(names), n=1)
             hint = f"; did you mean '{close[0]}'?" if close else ""
             yield ctx.finding(node, "SB102", f"{owner} has no flag '{attr}': the assignment sets nothing{hint}")
@@ -58,7 +32,7 @@ def unknown_backend_flag(ctx: FileContext) -> Iterator[Finding]:
 def benchmark_with_determinism(ctx: FileContext) -> Iterator[Finding]:
     if not ctx.asks_for_determinism():
         return
-    for node, name, value in _assignments(ctx):
+    for node, name, value in ctx.attribute_assignments():
         if name.endswith("cudnn.benchmark") and isinstance(value, ast.Constant) and value.value is True:
             yield ctx.finding(node, "SB103")
 
@@ -76,7 +50,7 @@ def deterministic_warn_only(ctx: FileContext) -> Iterator[Finding]:
 def tf32_with_determinism(ctx: FileContext) -> Iterator[Finding]:
     if not ctx.asks_for_determinism():
         return
-    for node, name, value in _assignments(ctx):
+    for node, name, value in ctx.attribute_assignments():
         if name.endswith(".allow_tf32") and isinstance(value, ast.Constant) and value.value is True:
             yield ctx.finding(node, "SB109")
         if name.endswith(".fp32_precision") and isinstance(value, ast.Constant) and value.value in ("tf32", "bf16"):

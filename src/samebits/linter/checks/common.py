@@ -9,8 +9,13 @@ import functools
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from samebits.linter.checks import grad
 from samebits.linter.checks.models import Models, user_classes
+
+if TYPE_CHECKING:
+    from samebits.linter.project import Project
 
 # Names that say "module" or "tensor" when nothing better is known (documented in SB202).
 MODULE_NAME = re.compile(
@@ -42,14 +47,6 @@ SEED_CALLS = {
     "samebits.seed_everything", "seed_everything", "lightning.seed_everything", "pytorch_lightning.seed_everything",
     "lightning.pytorch.seed_everything", "transformers.set_seed", "set_seed", "samebits.deterministic",
 }  # fmt: skip
-NO_GRAD = {
-    "torch.no_grad",
-    "torch.inference_mode",
-    "torch.set_grad_enabled",
-    "torch.autograd.grad_mode.no_grad",
-    "no_grad",
-    "inference_mode",
-}
 
 
 @dataclasses.dataclass
@@ -71,10 +68,18 @@ class FileContext:
     """A parsed file with the facts the checks share."""
 
     def __init__(
-        self, path: Path, display: str, source: str, tree: ast.Module, project_min_torch: tuple[int, int] | None = None
+        self,
+        path: Path,
+        display: str,
+        source: str,
+        tree: ast.Module,
+        project_min_torch: tuple[int, int] | None = None,
+        project: Project | None = None,
+        module: str = "",
     ) -> None:
         self.path, self.display, self.source, self.tree = path, display, source, tree
         self.project_min_torch = project_min_torch
+        self._project, self.module = project, module  # the project index, and this file's module in it
         self.nodes: list[ast.AST] = list(ast.walk(tree))  # every node once, for the checks to scan
         self.parents: dict[ast.AST, ast.AST] = {}
         for node in self.nodes:
@@ -87,6 +92,28 @@ class FileContext:
         self.not_variables = set(self.aliases) | {
             n.name for n in self.nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
         }
+
+    @functools.cached_property
+    def project(self) -> Project:
+        """The project this file is linted with (linter/project.py); the file alone if none was given."""
+        if self._project is None:
+            from samebits.linter.project import Project
+
+            self._project = Project.of_tree(self.tree, self.display)
+        return self._project
+
+    @functools.cached_property
+    def bound_attributes(self) -> dict[str, list[ast.Attribute]]:
+        """Names bound to an attribute (``fn = obj.method``, either side of ``a if c else b``)."""
+        out: dict[str, list[ast.Attribute]] = {}
+        for node in self.nodes:
+            if isinstance(node, ast.Assign):
+                value = node.value
+                values = (value.body, value.orelse) if isinstance(value, ast.IfExp) else (value,)
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        out.setdefault(target.id, []).extend(v for v in values if isinstance(v, ast.Attribute))
+        return out
 
     @functools.cached_property
     def tensors(self) -> set[str]:
@@ -144,61 +171,17 @@ class FileContext:
             yield node
 
     def under_no_grad(self, node: ast.AST) -> bool:
-        """Inside ``with torch.no_grad()/inference_mode()/set_grad_enabled(False)``, a function
-        decorated so, or after a bare ``torch.set_grad_enabled(False)`` statement in an enclosing
-        body (the module's included: a script that turns grad off at its top)."""
-        child = node
-        for parent in self.ancestors(node):
-            if isinstance(parent, (ast.With, ast.AsyncWith)):
-                if any(self._is_no_grad(item.context_expr) for item in parent.items):
-                    return True
-            if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                if any(self._is_no_grad(d) for d in parent.decorator_list):
-                    return True
-            if self._grad_off_before(parent, child):
-                return True
-            child = parent
-        return False
+        """Where grad is off: inside ``with torch.no_grad()/inference_mode()/set_grad_enabled(False)``,
+        a function (or any enclosing one) decorated so, or after a bare ``set_grad_enabled(False)``
+        or ``no_grad().__enter__()`` in an enclosing body (checks/grad.py)."""
+        return grad.mode(self, node) is False
 
-    def _grad_off_before(self, parent: ast.AST, child: ast.AST) -> bool:
-        """Whether a body of ``parent`` turns grad off by a bare ``set_grad_enabled(False)`` before
-        the statement ``child`` (and does not turn it on again in between)."""
-        for body in (getattr(parent, f, None) for f in ("body", "orelse", "finalbody")):
-            if not isinstance(body, list) or child not in body:
-                continue
-            # a function or class at module level runs when called: after the script's top-level setup
-            whole = isinstance(parent, ast.Module) and isinstance(
-                child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-            )
-            off = False
-            for stmt in body if whole else body[: body.index(child)]:
-                if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
-                    switch = self._grad_switch(stmt.value)
-                    off = off if switch is None else not switch
-            return off
-        return False
-
-    def _grad_switch(self, call: ast.Call) -> bool | None:
-        """``True``/``False`` for a bare ``torch.set_grad_enabled(True/False)`` call, else ``None``."""
-        name = self.dotted(call.func) or ""
-        if name not in ("torch.set_grad_enabled", "set_grad_enabled", "torch.autograd.set_grad_enabled"):
-            return None
-        if call.args and isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, bool):
-            return call.args[0].value
-        return None
+    def grad_chosen(self, node: ast.AST) -> bool:
+        """Grad mode set on purpose where ``node`` runs: off, or on (``enable_grad`` for ``autograd.grad``)."""
+        return grad.mode(self, node) is not None
 
     def _is_no_grad(self, expr: ast.AST) -> bool:
-        target = expr.func if isinstance(expr, ast.Call) else expr
-        name = self.dotted(target) or ""
-        if name in ("torch.set_grad_enabled", "set_grad_enabled"):
-            return (
-                isinstance(expr, ast.Call)
-                and bool(expr.args)
-                and isinstance(expr.args[0], ast.Constant)
-                and expr.args[0].value is False
-            )
-        # torch's, and decorators of projects that pick one (``@smart_inference_mode()``)
-        return name in NO_GRAD or name.endswith(("no_grad", "inference_mode"))
+        return grad.switch(self, expr) is False
 
     def in_loop(self, node: ast.AST) -> ast.AST | None:
         for parent in self.ancestors(node):
@@ -214,30 +197,23 @@ class FileContext:
         """``model(x)`` / ``self.model(x)`` / ``model.forward(x)`` on a model (checks/models.py)."""
         return self.models.called_model(call) is not None
 
-    @property
+    @functools.cached_property
     def trains(self) -> bool:
-        """Whether the file has a training step: a backward pass, or ``.step()`` on an optimizer
-        (an object built by ``torch.optim.*`` or named like one; a profiler's or a scheduler's
-        ``step()`` is not training)."""
-        if any(n.endswith(".backward") for n in self.call_names) or "backward" in self.call_names:
-            return True
-        optimizers = self._optimizer_names()
-        return any(
-            n.endswith(".step") and (n[: -len(".step")] in optimizers or _named_like_optimizer(n[: -len(".step")]))
-            for n in self.call_names
-        )
+        """Whether the file trains: it builds an optimizer (``torch.optim.*`` or a known optimizer
+        class), steps or zeroes one, or calls ``backward`` on a loss. A profiler's ``step()``, an LR
+        scheduler and a saliency map's ``score.backward()`` are not training."""
+        for call in self.calls:
+            name = self.dotted(call.func) or ""
+            owner, _, last = name.rpartition(".")
+            if _builds_optimizer(name):
+                return True
+            if last in ("step", "zero_grad") and _named_like_optimizer(owner):
+                return True
+            if last == "backward" and any("loss" in ast.unparse(n).lower() for n in [call.func, *call.args]):
+                return True
+        return False
 
-    def _optimizer_names(self) -> set[str]:
-        """Names bound to ``torch.optim.X(...)`` (or ``optim.X``, or a known optimizer class)."""
-        out = set()
-        for node in self.nodes:
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-                made = self.dotted(node.value.func) or ""
-                if ".optim." in f".{made}" or made.split(".")[-1] in OPTIMIZERS:
-                    out |= {n for n in (self.dotted(t) for t in node.targets) if n}
-        return out
-
-    @property
+    @functools.cached_property
     def inference_file(self) -> bool:
         """The file looks like inference: it calls .eval(), loads weights, or uses no_grad, and does not train."""
         if self.trains:
@@ -260,19 +236,46 @@ class FileContext:
             or any(_loads_weights(c) for c in self.calls)
         )
 
+    def seeds_rngs(self) -> bool:
+        """Whether the file seeds a global RNG (``torch.manual_seed``, ``seed_everything``, ...)."""
+        return bool(self.call_names & SEED_CALLS) or any(
+            n.endswith((".manual_seed", "seed_everything")) for n in self.call_names
+        )
+
     def asks_for_determinism(self) -> bool:
+        """``use_deterministic_algorithms(True)``, ``samebits.deterministic``, or an assignment of
+        True to ``cudnn.deterministic`` or a misspelling of it (which sets nothing, but says the
+        intent); in a file that seeds RNGs, any value but False (``= args.deterministic``)."""
         for call in self.calls:
             name = self.dotted(call.func) or ""
             if name == "torch.use_deterministic_algorithms" and call.args and _truthy(call.args[0]):
                 return True
             if name in ("samebits.deterministic", "deterministic") or name.endswith(".enable_full_determinism"):
                 return True
-        for node in self.nodes:
-            if isinstance(node, ast.Assign) and _truthy(node.value):
-                # cudnn.deterministic, or a misspelling of it (which sets nothing, but says the intent)
-                if any(_determinism_attr(self.dotted(t) or "") for t in node.targets):
-                    return True
+        seeds = None
+        for _, target, value in self.attribute_assignments():
+            if not _determinism_attr(target) or _falsy(value):
+                continue
+            seeds = self.seeds_rngs() if seeds is None else seeds
+            if _truthy(value) or seeds:
+                return True
         return False
+
+    def attribute_assignments(self) -> Iterator[tuple[ast.Assign, str, ast.AST]]:
+        """``(statement, dotted target, value)`` for each assignment to an attribute, tuples unpacked
+        (``cudnn.benchmark, cudnn.deterministic = True, False``)."""
+        for node in self.nodes:
+            if not isinstance(node, ast.Assign):
+                continue
+            for target in node.targets:
+                if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple):
+                    pairs = list(zip(target.elts, node.value.elts))
+                else:
+                    pairs = [(target, node.value)]
+                for t, v in pairs:
+                    name = self.dotted(t) if isinstance(t, ast.Attribute) else None
+                    if name:
+                        yield node, name, v
 
 
 def _determinism_attr(target: str) -> bool:
@@ -283,7 +286,7 @@ def _determinism_attr(target: str) -> bool:
     owner, _, attr = target.rpartition(".")
     if not owner.endswith("cudnn"):
         return False
-    return attr == "deterministic" or difflib.SequenceMatcher(None, attr, "deterministic").ratio() >= 0.8
+    return attr.startswith("determin") or difflib.SequenceMatcher(None, attr, "deterministic").ratio() >= 0.8
 
 
 def _loads_weights(call: ast.Call) -> bool:
@@ -294,6 +297,14 @@ def _loads_weights(call: ast.Call) -> bool:
         ):
             return True
     return False
+
+
+def _builds_optimizer(made: str) -> bool:
+    """``torch.optim.AdamW``, ``optim.SGD``, ``Lion``: an optimizer class (not an LR scheduler)."""
+    parts = made.split(".")
+    if "lr_scheduler" in parts or "swa_utils" in parts or not parts[-1][:1].isupper():
+        return False
+    return ("optim" in parts[:-1] and parts[0] in ("torch", "optim")) or parts[-1] in OPTIMIZERS
 
 
 OPTIMIZERS = {"SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam", "LBFGS", "Lion"}
@@ -309,16 +320,21 @@ def _truthy(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and node.value is True
 
 
+def _falsy(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and not node.value
+
+
 def _aliases(nodes: list[ast.AST]) -> dict[str, str]:
-    """``{"np": "numpy", "nn": "torch.nn", "DataLoader": "torch.utils.data.DataLoader"}``."""
+    """``{"np": "numpy", "nn": "torch.nn", "Net": ".models.Net"}`` (a leading dot: relative)."""
     out: dict[str, str] = {}
     for node in nodes:
         if isinstance(node, ast.Import):
             for a in node.names:
                 out[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+        elif isinstance(node, ast.ImportFrom) and (node.module or node.level):
+            module = "." * node.level + (f"{node.module}." if node.module else "")  # .models.Net: relative
             for a in node.names:
-                out[a.asname or a.name] = f"{node.module}.{a.name}"
+                out[a.asname or a.name] = f"{module}{a.name}"
     return out
 
 

@@ -64,29 +64,49 @@ def _in_forward(ctx: FileContext, node: ast.AST) -> bool:
 
 
 def _functions_called_without_grad(ctx: FileContext) -> set[str]:
-    names = set()
+    """Functions and methods (``f(...)``, ``self.f(...)``) run with grad off, by name: called under
+    no_grad in this file or another file of the project, or passed (``sample_loop(model_fn)``) to
+    a project function that runs what it is given under no_grad."""
+    names = set(ctx.project.called_under_no_grad(ctx.module))
+    defined = {n.name for n in ctx.nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    for node in ctx.nodes:  # one_by_one handed to a timer under no_grad, a callback in a dict
+        if isinstance(node, ast.Name) and node.id in defined and ctx.under_no_grad(node):
+            names.add(node.id)
     for call in ctx.calls:
-        if ctx.under_no_grad(call) and isinstance(call.func, ast.Name):
-            names.add(call.func.id)
+        if ctx.under_no_grad(call) and (name := ctx.name_of(call.func)):
+            names.add(name.removeprefix("self."))
+        for function, skip in ctx.project.callee(ctx, call, by_name=True):
+            free = ctx.project.param_facts(function, "no_grad")
+            names.update(
+                n.removeprefix("self.")
+                for p, a in ctx.project.arguments(function, call, skip)
+                if p in free and (n := ctx.name_of(a))
+            )
     return names
 
 
+def _functions_called_with_grad(ctx: FileContext, free: set[str]) -> set[str]:
+    """Functions and methods this file calls where grad is on by default (one level: a call inside
+    a function run with grad off is not)."""
+    return {
+        name.removeprefix("self.")
+        for call in ctx.calls
+        if (name := ctx.name_of(call.func)) and not ctx.grad_chosen(call) and _enclosing_function(ctx, call) not in free
+    }
+
+
 def _enclosing_function(ctx: FileContext, node: ast.AST) -> str | None:
-    for parent in ctx.ancestors(node):
-        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return parent.name
-    return None
+    function = _function_of(ctx, node)
+    return function.name if function is not None else None  # type: ignore[attr-defined]
 
 
-def _model_is_parameter(ctx: FileContext, call: ast.AST) -> bool:
-    """``def predict(model, x): return model(x)``: grad mode is the caller's choice."""
-    if not isinstance(call, ast.Call):
-        return False
-    name = ctx.name_of(call.func)
-    for parent in ctx.ancestors(call):
-        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            return name in {a.arg for a in parent.args.args + parent.args.kwonlyargs + parent.args.posonlyargs}
-    return False
+def _parameter(ctx: FileContext, node: ast.AST, name: str | None) -> str | None:
+    """The enclosing function's name when ``name`` is one of its parameters."""
+    function = _function_of(ctx, node)
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    args = function.args
+    return function.name if name in {a.arg for a in args.args + args.kwonlyargs + args.posonlyargs} else None
 
 
 def _grad_free_classes(ctx: FileContext) -> set[str]:
@@ -112,23 +132,50 @@ def _grad_free_classes(ctx: FileContext) -> set[str]:
 class GradFree(NamedTuple):
     """What turns grad off in a file besides ``with`` and decorators, found once per rule."""
 
-    functions: set[str]  # functions this file calls only under no_grad
+    functions: set[str]  # functions run with grad off (called under no_grad here or elsewhere)
     classes: set[str]  # module classes whose forward turns grad off itself
+    with_grad: set[str]  # functions this file calls with grad on
+    volatile: set[ast.AST]  # functions whose inputs are volatile (torch < 0.4)
 
     @classmethod
     def of(cls, ctx: FileContext) -> GradFree:
-        return cls(_functions_called_without_grad(ctx), _grad_free_classes(ctx))
+        free = _functions_called_without_grad(ctx)
+        return cls(free, _grad_free_classes(ctx), _functions_called_with_grad(ctx, free), _volatile_scopes(ctx))
+
+
+def _volatile_scopes(ctx: FileContext) -> set[ast.AST]:
+    """Functions (the module for top-level code) that make an input ``Variable(x, volatile=True)``:
+    torch < 0.4's no-grad."""
+    out: set[ast.AST] = set()
+    for call in ctx.calls:
+        if any(
+            k.arg == "volatile" and not (isinstance(k.value, ast.Constant) and not k.value.value) for k in call.keywords
+        ):
+            out.add(_function_of(ctx, call) or ctx.tree)
+    return out
+
+
+def _function_of(ctx: FileContext, node: ast.AST) -> ast.AST | None:
+    return next((p for p in ctx.ancestors(node) if isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
 
 
 def _grad_free(ctx: FileContext, node: ast.AST, free: GradFree) -> bool:
     model = ctx.models.called_model(node)
     return (
-        ctx.under_no_grad(node)
+        ctx.grad_chosen(node)
+        or (_function_of(ctx, node) or ctx.tree) in free.volatile
         or _in_forward(ctx, node)
         or _enclosing_function(ctx, node) in free.functions
-        or _model_is_parameter(ctx, node)
+        or _callers_choice(ctx, node, model, free)
         or (model is not None and ctx.models.class_of(model) in free.classes)
     )
+
+
+def _callers_choice(ctx: FileContext, node: ast.AST, model: ast.AST | None, free: GradFree) -> bool:
+    """``def predict(model, x): return model(x)``: grad mode is the caller's choice, unless this
+    file calls the function with grad on (``test_net(net, ...)`` outside no_grad)."""
+    function = _parameter(ctx, node, ctx.name_of(model) if model is not None else None)
+    return function is not None and function not in free.with_grad
 
 
 def inference_without_no_grad(ctx: FileContext) -> Iterator[Finding]:
@@ -142,20 +189,45 @@ def inference_without_no_grad(ctx: FileContext) -> Iterator[Finding]:
                 "SB301",
                 f"{ast.unparse(call.func)}(...) runs for inference with grad mode on: wrap it in torch.inference_mode()",
             )
+        else:
+            yield from _runs_in_another_file(ctx, call, safe)
+
+
+def _runs_in_another_file(ctx: FileContext, call: ast.Call, safe: GradFree) -> Iterator[Finding]:
+    """``evaluate(net, loader)`` where ``evaluate`` (another file of the project) runs ``net``
+    with grad mode on: found at this call, which chose the grad mode."""
+    for function, skip in ctx.project.callee(ctx, call):
+        if function.module == ctx.module or _grad_free(ctx, call, safe):
+            continue  # this file's own: found at the model call inside it
+        runs = ctx.project.param_facts(function, "forwards")
+        for param, arg in ctx.project.arguments(function, call, skip):
+            name = ctx.name_of(arg)
+            if param in runs and ctx.models.is_model(arg) and not _callers_choice(ctx, call, arg, safe):
+                yield ctx.finding(
+                    call,
+                    "SB301",
+                    f"{name} runs in {function.name}() of {function.where} with grad mode on: call {function.name} under torch.inference_mode()",
+                )
+                return
 
 
 def missing_eval(ctx: FileContext) -> Iterator[Finding]:
     if not ctx.inference_file:
         return
-    for call, name in ctx.models.unevaluated_calls():
+    for call, name, via in ctx.models.unevaluated_calls():
         if _in_forward(ctx, call):
             continue
-        source = ctx.models.source(call.func.value if isinstance(call.func, ast.Attribute) else call.func)
-        origin = f" (made by {source.what})" if source is not None else ""
+        model = next((a for a in call.args if ctx.name_of(a) == name), None) if via else None
+        source = ctx.models.source(model or (call.func.value if isinstance(call.func, ast.Attribute) else call.func))
+        if source is not None and source.where and source.what.startswith("made in"):
+            origin = f" ({source.what}, never eval'd there)"
+        else:
+            origin = f" (made by {source.what})" if source is not None else ""
+        used = f"is run by {via}" if via else "is used for inference"
         yield ctx.finding(
             call,
             "SB107",
-            f"{name}{origin} is used for inference without eval mode on this path: call {name}.eval() after loading",
+            f"{name}{origin} {used} without eval mode on this path: call {name}.eval() after loading",
         )
 
 
@@ -167,7 +239,8 @@ def _single_item(ctx: FileContext, arg: ast.AST) -> bool:
         and isinstance(arg.func, ast.Attribute)
         and arg.func.attr in ("unsqueeze", "unsqueeze_")
     ):
-        return bool(arg.args) and isinstance(arg.args[0], ast.Constant) and arg.args[0].value == 0
+        dim = arg.args[0] if arg.args else next((k.value for k in arg.keywords if k.arg == "dim"), None)
+        return isinstance(dim, ast.Constant) and dim.value == 0
     if isinstance(arg, ast.Call) and ctx.dotted(arg.func) == "torch.unsqueeze":
         return len(arg.args) > 1 and isinstance(arg.args[1], ast.Constant) and arg.args[1].value == 0
     if isinstance(arg, ast.Subscript):
@@ -187,8 +260,16 @@ def _single_item(ctx: FileContext, arg: ast.AST) -> bool:
 
 
 def _fixed_size(ctx: FileContext) -> bool:
-    """Whether the file's inputs have one fixed size: a ``Resize`` to (h, w), a crop to a size
-    (``CenterCrop``, ``RandomResizedCrop``, ``RandomCrop``), or ``cv2.resize`` to (w, h)."""
+    """Whether the file's inputs have one fixed size (:func:`resizes_to_fixed_size`), here or in
+    a function or class of the project that the file calls."""
+    return resizes_to_fixed_size(ctx, ctx.calls) or any(ctx.project.fixed_size(ctx, c) for c in ctx.calls)
+
+
+def resizes_to_fixed_size(ctx: FileContext, calls: list[ast.Call]) -> bool:
+    """Whether one of ``calls`` makes every input one size on every path: a ``Resize`` to (h, w),
+    a crop to a size (``CenterCrop``, ``RandomResizedCrop``, ``RandomCrop``), ``cv2.resize`` to
+    (w, h), PIL's ``img.resize((w, h))``. One applied only in
+    a branch (``if args.crop_val:``) leaves the other path's sizes free."""
     pairs = {
         n
         for node in ctx.nodes
@@ -202,14 +283,32 @@ def _fixed_size(ctx: FileContext) -> bool:
             arg or ast.Pass()
         ) in pairs
 
-    for call in ctx.calls:
+    for call in calls:
         last = (ctx.dotted(call.func) or "").rsplit(".", 1)[-1]
-        size = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "size"), None)
+        keywords = {k.arg: k.value for k in call.keywords}
+        size = call.args[0] if call.args else keywords.get("size")
+        if _optional(ctx, call):
+            continue
         if last in ("CenterCrop", "RandomResizedCrop", "RandomCrop", "FiveCrop", "TenCrop"):
             return True
-        if last == "Resize" and (pair(size) or len(call.args) == 2):  # torchvision (h, w); albumentations h, w
+        if last == "Resize" and (pair(size) or len(call.args) == 2 or {"height", "width"} <= set(keywords)):
+            return True  # torchvision (h, w); albumentations h, w
+        if last == "resize" and (pair(call.args[1] if len(call.args) >= 2 else keywords.get("dsize"))):
+            return True  # cv2.resize(img, (w, h)), skimage's resize(img, (h, w))
+        if last == "resize" and isinstance(call.func, ast.Attribute) and len(call.args) == 1 and pair(size):
+            return True  # PIL: img.resize((w, h))
+    return False
+
+
+def _optional(ctx: FileContext, node: ast.AST) -> bool:
+    """Inside a branch taken only sometimes: an ``if`` (but ``if __name__ == "__main__":``) or a
+    conditional expression, within the same function."""
+    for parent in ctx.ancestors(node):
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return False
+        if isinstance(parent, ast.IfExp):
             return True
-        if last == "resize" and len(call.args) >= 2 and pair(call.args[1]):  # cv2.resize(img, (w, h))
+        if isinstance(parent, ast.If) and "__name__" not in ast.unparse(parent.test):
             return True
     return False
 

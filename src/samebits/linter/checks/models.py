@@ -24,6 +24,7 @@ class Source:
     what: str
     train: bool | None
     manages_grad: bool = False
+    where: str = ""  # another file's ``path:line`` where the evidence is (the project index)
 
 
 NN = Source("a torch.nn layer", True)
@@ -41,7 +42,7 @@ SELF_MANAGED = Source("a predictor that handles eval and grad itself", None, man
 FACTORY = Source("a model-loading function", None)
 FUNCTION = Source("a function of this file that returns a model", True)
 # methods that run a model's inference, counted as its forward (Tacotron's decoder loop, a sampler)
-INFERENCE_METHODS = ("generate", "sample", "predict", "infer", "inference", "decode", "detect")
+INFERENCE_METHODS = ("generate", "sample", "predict", "infer", "inference", "decode", "encode", "detect")
 WRAPPED = Source("a wrapper of another model (it keeps that model's mode)", None)
 WRAPPERS = ("DataParallel", "DistributedDataParallel", "torch.compile", "FullyShardedDataParallel")
 
@@ -128,9 +129,9 @@ def _torchvision_constructor(rest: list[str]) -> bool:
     )
 
 
-def source_of_call(ctx: FileContext, call: ast.Call) -> Source | None:
-    """The model source a call is, or None (not a model, or not known to be one)."""
-    name = ctx.dotted(call.func) or ""
+def library_source(name: str) -> Source | None:
+    """The model source a call of the dotted ``name`` is, by the name alone (a library
+    constructor, a wrapper, a ``torch.nn`` layer), or None."""
     parts = name.split(".")
     last = parts[-1]
     owner = parts[-2] if len(parts) > 1 else ""
@@ -151,8 +152,23 @@ def source_of_call(ctx: FileContext, call: ast.Call) -> Source | None:
         return WRAPPED  # DataParallel(model) is no fresh model in training mode: the mode is the model's
     if name.startswith(("torch.nn.", "nn.")) and last[:1].isupper():
         return None if last in ("Parameter", "ParameterList", "ParameterDict", "Identity") else NN
-    if last in ctx.module_classes:
+    return None
+
+
+def source_of_call(ctx: FileContext, call: ast.Call) -> Source | None:
+    """The model source a call is, or None (not a model, or not known to be one): a library's
+    (:func:`library_source`), a class of this file, a class or factory of the project
+    (linter/project.py), a class imported from your package and used as a module."""
+    name = ctx.dotted(call.func) or ""
+    last = name.split(".")[-1]
+    found = library_source(name)
+    if found is not None:
+        return found
+    project = ctx.project.call_source(ctx, call)
+    if last in ctx.module_classes and (project is None or project.train):
         return SELF_EVAL_CLASS if last in self_eval_classes(ctx) else FILE_CLASS
+    if project is not None:
+        return project
     if isinstance(call.func, ast.Name) and call.func.id in ctx.user_classes:
         return USER_CLASS
     if name.endswith(FACTORY_NAMES):
@@ -259,6 +275,7 @@ class Models:
         self.sources: dict[Key, list[Source]] = {}
         self.classes: dict[Key, str] = {}  # models made by a class of this file: its name
         self.not_models: set[Key] = set()
+        self.unknown: set[Key] = set()  # bound to a call of something not known here (a library's class)
         self.returns: dict[int, list[Source | None]] = {}  # function -> sources of its return value(s)
         self.methods: dict[int, dict[str, ast.AST]] = {
             id(c): {f.name: f for f in c.body if isinstance(f, FUNCTIONS)}
@@ -266,6 +283,10 @@ class Models:
             if isinstance(c, ast.ClassDef)
         }
         self.functions = {f.name: f for f in ctx.tree.body if isinstance(f, FUNCTIONS)}
+        for name, dotted in ctx.aliases.items():  # from model import model: a model made in another file
+            imported = ctx.project.instance_source(ctx, dotted)
+            if imported is not None:
+                self.sources[(id(self.module), name)] = [imported]
         for _ in range(3):  # functions returning models of functions returning models
             before = dict(self.returns)
             self._collect()
@@ -349,6 +370,8 @@ class Models:
                                 self.classes[key] = (self.ctx.dotted(chain_base(node.value).func) or "").rsplit(".")[-1]  # type: ignore[attr-defined]
                         elif _not_model_value(self.ctx, node.value, len(names)):
                             self.not_models.add(key)
+                        elif isinstance(chain_base(node.value), ast.Call):
+                            self.unknown.add(key)
         for function in [n for n in self.ctx.nodes if isinstance(n, FUNCTIONS)]:
             self.returns[id(function)] = self._summary(function)
 
@@ -423,8 +446,11 @@ class Models:
         if isinstance(func, ast.Attribute) and func.attr == "forward":
             func = func.value
         elif isinstance(func, ast.Attribute) and func.attr in INFERENCE_METHODS:
-            if func.attr == "generate" and self.source(func.value) in (PRETRAINED, FROM_CONFIG):
+            source, key = self.source(func.value), self.key(func.value)
+            if func.attr == "generate" and source in (PRETRAINED, FROM_CONFIG):
                 return None
+            if (source is None and key in self.unknown) or source in (USER_CLASS, FACTORY):
+                return None  # SentenceTransformer(...).encode, whisper.load_model(...).decode: may handle grad itself
             func = func.value
         return func if self.ctx.name_of(func) is not None and self.is_model(func) else None
 
@@ -438,12 +464,13 @@ class Models:
         found = self.sources.get(key) if key else None
         return found is not None and any(s.train for s in found)
 
-    def unevaluated_calls(self) -> list[tuple[ast.Call, str]]:
-        """SB107: model calls reached on some path without ``.eval()``, first per model."""
-        found: dict[Key, tuple[ast.Call, str]] = {}
+    def unevaluated_calls(self) -> list[tuple[ast.Call, str, str]]:
+        """SB107: model calls reached on some path without ``.eval()``, first per model: the call,
+        the model's name, and the project function that runs it (``""``: the call itself)."""
+        found: dict[Key, tuple[ast.Call, str, str]] = {}
         scopes = [self.module, *(n for n in self.ctx.nodes if isinstance(n, FUNCTIONS))]
         for scope in scopes:
-            Flow(self, scope, on_use=lambda call, key, name: found.setdefault(key, (call, name))).run()
+            Flow(self, scope, on_use=lambda call, key, name, via: found.setdefault(key, (call, name, via))).run()
         return sorted(found.values(), key=lambda item: (item[0].lineno, item[0].col_offset))
 
 
@@ -497,7 +524,10 @@ class Flow:
             return set.intersection(*going) if going else None
         if isinstance(stmt, (ast.For, ast.AsyncFor, ast.While)):
             self.expression(stmt.iter if not isinstance(stmt, ast.While) else stmt.test, state)
-            inside = self.block(stmt.body, set(state))
+            entry = set(state)
+            if not isinstance(stmt, ast.While):  # each element of a collection: its mode is not known here
+                entry |= {k for k in map(self.m.key, ast.walk(stmt.target)) if k is not None}
+            inside = self.block(stmt.body, entry)
             after = state & inside if inside is not None else set(state)
             return self.block(stmt.orelse, after) if stmt.orelse else after
         if isinstance(stmt, (ast.With, ast.AsyncWith)):
@@ -524,7 +554,8 @@ class Flow:
                         continue
                     base = self.m.key(chain_base(stmt.value)) if len(names) == 1 else None
                     carried = base is not None and base != key and base in state
-                    if binds_eval(stmt.value) or carried or (source is not None and not source.train):
+                    unknown = source is None and base is None  # models[0], load_any(path): mode not known
+                    if binds_eval(stmt.value) or carried or unknown or (source is not None and not source.train):
                         state.add(key)
                     elif base != key:
                         state.discard(key)
@@ -548,8 +579,24 @@ class Flow:
                 if key is not None:
                     state.discard(key)
             model = self.m.called_model(call)
-            if model is None or self.on_use is None:
-                continue
-            key = self.m.key(model)
-            if key is not None and self.m.starts_in_training(model) and not self.evaluated(key, state):
-                self.on_use(call, key, self.m.ctx.name_of(model))
+            if model is not None:
+                self.use(call, model, state, "")
+            self.into_project(call, state)
+
+    def use(self, call: ast.Call, model: ast.AST, state: set[Key], via: str) -> None:
+        key = self.m.key(model)
+        if self.on_use is not None and key is not None and self.m.starts_in_training(model):
+            if not self.evaluated(key, state):
+                self.on_use(call, key, self.m.ctx.name_of(model), via)
+
+    def into_project(self, call: ast.Call, state: set[Key]) -> None:
+        """A model passed to a project function: run by it (a use here), then eval'd by it."""
+        project = self.m.ctx.project
+        known = project.callee(self.m.ctx, call)
+        for function, skip in known or project.callee(self.m.ctx, call, by_name=True):
+            pairs = [(p, a) for p, a in project.arguments(function, call, skip) if self.m.key(a) is not None]
+            evals, runs = project.param_facts(function, "evals"), project.param_facts(function, "calls")
+            for param, arg in pairs if known else []:
+                if param in runs and param not in evals and self.m.is_model(arg):
+                    self.use(call, arg, state, f"{function.name}() of {function.where}")
+            state.update(self.m.key(a) for p, a in pairs if p in evals)  # type: ignore[misc]

@@ -9,14 +9,8 @@ from samebits.linter.checks.common import RANDOM_TENSOR, SEED_CALLS, FileContext
 from samebits.linter.checks.models import same_scope, source_of_call
 
 
-def _seeds(ctx: FileContext) -> bool:
-    return bool(ctx.call_names & SEED_CALLS) or any(
-        n.endswith((".manual_seed", "seed_everything")) for n in ctx.call_names
-    )
-
-
 def dataloader_workers_unseeded(ctx: FileContext) -> Iterator[Finding]:
-    if not _seeds(ctx):
+    if not ctx.seeds_rngs():
         return
     for call in ctx.calls:
         name = ctx.dotted(call.func) or ""

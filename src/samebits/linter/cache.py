@@ -1,0 +1,70 @@
+"""The project index's cache: file summaries by content hash, in memory for the process and on
+disk as one JSON file per project under ``$XDG_CACHE_HOME/samebits/lint`` (written atomically;
+deleting it only costs a re-parse). Data only, never pickle."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from samebits._version import __version__
+from samebits.errors import UserError
+from samebits.files import atomic_write
+from samebits.linter.summary import SUMMARY_FORMAT
+
+SCHEMA = f"samebits-lint-index-{SUMMARY_FORMAT}/{__version__}"  # another samebits or format re-parses
+Summary = dict  # JSON object (linter/summary.py)
+_MEMORY: dict[str, Summary | None] = {}  # content hash -> summary, for this process
+
+
+def cache_folder() -> Path:
+    """``$SAMEBITS_LINT_CACHE_DIR``, else ``$XDG_CACHE_HOME/samebits/lint`` (``~/.cache/samebits/lint``)."""
+    home = Path(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")) / "samebits" / "lint"
+    return Path(os.environ.get("SAMEBITS_LINT_CACHE_DIR") or home)
+
+
+def for_project(root: Path) -> SummaryCache:
+    """The cache file of the project at ``root``."""
+    key = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:24]
+    return SummaryCache(cache_folder() / f"{key}.json")
+
+
+class SummaryCache:
+    """Summaries by content hash; ``path`` None: in memory only."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.disk: dict[str, Summary | None] = {}
+        self.used: dict[str, Summary | None] = {}
+        self.changed = False
+        if path is not None:
+            with contextlib.suppress(OSError, ValueError):
+                data = json.loads(path.read_text())
+                if isinstance(data, dict) and data.get("schema") == SCHEMA and isinstance(data.get("files"), dict):
+                    self.disk = data["files"]
+
+    def get(self, digest: str, compute: Callable[[], Summary | None]) -> Summary | None:
+        if digest in _MEMORY:
+            found = _MEMORY[digest]
+        elif digest in self.disk:
+            found = _MEMORY[digest] = self.disk[digest]
+        else:
+            found = _MEMORY[digest] = compute()
+        if digest not in self.disk:
+            self.changed = True
+        self.used[digest] = found
+        return found
+
+    def save(self) -> None:
+        """Write the summaries this run used (older ones dropped), if any was new; a cache that
+        cannot be written is skipped silently."""
+        if self.path is None or not (self.changed or set(self.disk) != set(self.used)):
+            return
+        body = json.dumps({"schema": SCHEMA, "files": self.used}, separators=(",", ":"))
+        with contextlib.suppress(OSError, UserError):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(self.path, lambda tmp: tmp.write_text(body))
