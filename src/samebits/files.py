@@ -28,11 +28,22 @@ def file_mode() -> int:
 
 def sha256_file(path: Path) -> str:
     """sha256 of a file's bytes, read in 1 MiB blocks."""
-    h = hashlib.sha256()
+    return digest_file(path, hashlib.sha256())
+
+
+def xxh3_file(path: Path) -> str:
+    """xxh3-128 of a file's bytes (change detection, not a signature: 10x sha256's speed)."""
+    import xxhash
+
+    return digest_file(path, xxhash.xxh3_128())
+
+
+def digest_file(path: Path, h: Any) -> str:
+    """``h`` (a hashlib-style object) over a file's bytes read in 1 MiB blocks, as hex."""
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
-    return h.hexdigest()
+    return str(h.hexdigest())
 
 
 # Where the machine, not samebits, refuses a write: a full disk or quota, a read-only file
@@ -158,7 +169,21 @@ class BadJson(ValueError):
 
 
 def parse_json(text: str | bytes) -> Any:
-    """``text`` parsed, at most :data:`MAX_JSON_DEPTH` levels deep; :class:`BadJson` otherwise."""
+    """``text`` parsed, at most :data:`MAX_JSON_DEPTH` levels deep; :class:`BadJson` otherwise.
+    orjson parses where it is installed (4-5x faster on a request's floats); what it refuses
+    (NaN and Infinity, which Python's json reads, and every error) goes to json for the answer."""
+    if _fast_loads is None:
+        return parse_json_slow(text)
+    try:
+        data = _fast_loads(text)
+    except ValueError:  # orjson's JSONDecodeError: Python's json decides and words it
+        return parse_json_slow(text)
+    check_depth(data)
+    return data
+
+
+def parse_json_slow(text: str | bytes) -> Any:
+    """:func:`parse_json` with Python's json alone."""
     try:
         data = json.loads(text)
     except RecursionError:
@@ -167,13 +192,38 @@ def parse_json(text: str | bytes) -> Any:
         raise BadJson("not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise BadJson(f"not JSON ({exc.msg} at line {exc.lineno})") from None
+    check_depth(data)
+    return data
+
+
+_CONTAINERS = {dict, list}
+
+
+def check_depth(data: Any) -> None:
+    """:class:`BadJson` where ``data`` nests deeper than :data:`MAX_JSON_DEPTH`; a list of plain
+    values is looked at by type in one pass (a request's thousands of floats)."""
     level, depth = [data], 0
     while level:
         depth += 1
         if depth > MAX_JSON_DEPTH:
             raise BadJson(f"nested more than {MAX_JSON_DEPTH} levels deep")
-        level = [v for x in level if isinstance(x, (dict, list)) for v in (x.values() if isinstance(x, dict) else x)]
-    return data
+        deeper: list[Any] = []
+        for x in level:
+            values = x.values() if isinstance(x, dict) else x if isinstance(x, list) else ()
+            if not _CONTAINERS.isdisjoint(map(type, values)):
+                deeper.extend(v for v in values if isinstance(v, (dict, list)))
+        level = deeper
+
+
+def _orjson_loads() -> Callable[[str | bytes], Any] | None:
+    try:
+        import orjson
+    except ImportError:
+        return None
+    return orjson.loads
+
+
+_fast_loads = _orjson_loads()
 
 
 def read_json(path: Path) -> Any:

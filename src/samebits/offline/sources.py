@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from samebits.errors import UserError, first_line
-from samebits.files import sha256_file
+from samebits.files import xxh3_file
 from samebits.models.inputs import ModelInputs
 
 TENSOR_SUFFIXES = (".npy", ".safetensors", ".pt", ".pth")
@@ -33,14 +33,19 @@ Shapes = list[tuple[str, str, tuple[int, ...]]]  # (input name, dtype, shape of 
 class InputFile:
     path: Path
     size: int
-    sha256: str
+    xxh3_128: str  # change detection for --resume and verify: an edited input is noticed
 
     @property
     def kind(self) -> str:
         return KINDS[self.path.suffix.lower()]
 
     def to_dict(self) -> dict[str, object]:
-        return {"path": str(self.path), "size": self.size, "sha256": self.sha256}
+        return {"path": str(self.path), "size": self.size, "xxh3_128": self.xxh3_128}
+
+    @classmethod
+    def from_dict(cls, entry: dict[str, Any]) -> InputFile:
+        """An input as a manifest (or a worker's job) records it."""
+        return cls(Path(entry["path"]), entry["size"], entry["xxh3_128"])
 
 
 def input_files(paths: list[str]) -> list[InputFile]:
@@ -71,7 +76,7 @@ def input_files(paths: list[str]) -> list[InputFile]:
 
 def _described(path: Path) -> InputFile:
     try:
-        return InputFile(path.resolve(), path.stat().st_size, sha256_file(path))
+        return InputFile(path.resolve(), path.stat().st_size, xxh3_file(path))
     except OSError as exc:
         raise UserError(f"cannot read input '{path}': {exc.strerror or exc}") from None
 

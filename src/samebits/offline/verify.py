@@ -77,7 +77,7 @@ def _manifest(out: Path) -> dict[str, Any]:
         "skip_bad": bool,
     }
     wrong = [k for k, t in shapes.items() if not isinstance(data.get(k), t)]
-    inputs_ok = all(isinstance(f, dict) and {"path", "size", "sha256"} <= set(f) for f in data.get("inputs") or [])
+    inputs_ok = all(isinstance(f, dict) and {"path", "size", "xxh3_128"} <= set(f) for f in data.get("inputs") or [])
     threads_ok = {"build", "per_worker"} <= set(data.get("threads") or {}) and "backend" in (data.get("plan") or {})
     if wrong or not inputs_ok or not threads_ok:
         what = wrong[0] if wrong else "inputs" if not inputs_ok else "threads"
@@ -125,12 +125,12 @@ def _verify(out: Path, manifest: dict[str, Any], model_or_spec: Any, shards: int
                 f"'{out}' was made by the MODEL {str(stored)[:80]!r}, which is code; pass it: samebits verify OUT_DIR MODEL"
             )
         model_or_spec = stored
-    recorded = [InputFile(Path(f["path"]), f["size"], f["sha256"]) for f in manifest["inputs"]]
+    recorded = [InputFile.from_dict(f) for f in manifest["inputs"]]
     try:
         now = input_files([str(f.path) for f in recorded])
     except UserError as exc:
         raise UserError(f"cannot verify '{out}': {exc}") from None
-    changed = [a.path for a, b in zip(recorded, now) if a.sha256 != b.sha256]
+    changed = [a.path for a, b in zip(recorded, now) if a.xxh3_128 != b.xxh3_128]
     if changed:
         raise UserError(f"cannot verify '{out}': input '{changed[0]}' changed since the run")
     done = {s["index"]: s for s in manifest["shards"] if is_entry(s)}

@@ -142,7 +142,7 @@ class ShardWorker:
 
         self.job = job
         loaded = as_loaded(job["spec"])
-        files = [InputFile(Path(f["path"]), f["size"], f["sha256"]) for f in job["files"]]
+        files = [InputFile.from_dict(f) for f in job["files"]]
         image = ImagePrep(tuple(job["image"]["size"]), tuple(job["image"]["mean"]), tuple(job["image"]["std"]))
         self.dataset = open_dataset(files, loaded.model, image=image, skip_bad=job["skip_bad"])
         with num_threads(job["threads"]["build"]):  # calibrated as the parent was: its cached calibration

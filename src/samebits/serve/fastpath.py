@@ -28,7 +28,8 @@ class BodyTooLarge(Exception):
 
 def route_path(scope: Scope) -> str:
     """The path below the app's mount point (Starlette keeps the full path in ``path``)."""
-    path, root = scope.get("path", ""), scope.get("root_path", "")
+    path: str = scope.get("path", "")
+    root: str = scope.get("root_path", "")
     return path[len(root) :] if root and path.startswith(root) else path
 
 

@@ -12,7 +12,7 @@ import dataclasses
 import gc
 import re
 import signal
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Coroutine, Hashable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from samebits.errors import UserError
@@ -170,6 +170,20 @@ def build(
     return app, one.runner, one.signature
 
 
+def run_loop(main: Coroutine[Any, Any, None], fast: bool) -> None:
+    """``main`` to the end on uvloop where installed and ``fast`` (not beside grpc.aio, which
+    runs on asyncio's own loop), else on asyncio's loop."""
+    if fast:
+        try:
+            import uvloop
+        except ImportError:
+            pass
+        else:
+            uvloop.run(main)
+            return
+    asyncio.run(main)
+
+
 def serve(app: FastAPI, options: ServeOptions = ServeOptions(), on_ready: Callable[[int], None] | None = None) -> None:
     """Serve ``app`` until SIGTERM or SIGINT, then drain and return. ``on_ready(port)`` is called
     once the port is open (the bound port, also for ``port=0``). With ``options.grpc_port``, the
@@ -234,7 +248,7 @@ def serve(app: FastAPI, options: ServeOptions = ServeOptions(), on_ready: Callab
         await task
 
     try:
-        asyncio.run(main())
+        run_loop(main(), fast=options.grpc_port is None)
     except OSError as exc:
         raise UserError(f"cannot serve on {options.host}:{options.port}: {exc.strerror or exc}") from None
     except SystemExit as exc:  # uvicorn exits 1 when it cannot bind (the error is logged above)
