@@ -319,3 +319,61 @@ def test_a_library_loaders_decode_is_not_a_forward():
     result = model.decode(mel, options)
     """
     assert found(source) == []
+
+
+# -- second unseen corpus (tests/lint_corpus_unseen): false alarms and misses, as general rules
+
+
+def test_seeding_after_pretrained_models_only_is_not_seed_after_model():
+    source = """
+    import torch
+    from transformers import AutoModel
+    def main(seed):
+        encoder = AutoModel.from_pretrained("bert-base-uncased").to("cuda")
+        gen = torch.manual_seed(seed)
+        noise = torch.randn(4, 8, generator=gen)
+    """
+    assert [c for c, _ in found(source) if c == "SB106"] == []
+
+
+def test_seeding_after_a_fresh_model_is_still_seed_after_model():
+    source = """
+    import torch
+    from torch import nn
+    def main(seed):
+        head = nn.Linear(8, 2)
+        torch.manual_seed(seed)
+    """
+    assert ("SB106", 6) in found(source)
+
+
+def test_a_comprehension_target_is_an_element_of_unknown_mode():
+    # the loop variable ``net`` made the models above is not the comprehension's ``net``
+    source = """
+    import timm
+    import torch
+    nets = []
+    for path in paths:
+        net = timm.create_model("resnet18")
+        net.load_state_dict(torch.load(path, weights_only=True))
+        net.eval()
+        nets.append(net)
+    with torch.no_grad():
+        scores = [net(batch) for net in nets]
+    """
+    assert [c for c, _ in found(source) if c == "SB107"] == []
+
+
+def test_a_loss_module_is_no_model():
+    source = """
+    import torch
+    from torch import nn
+    def score(model, loader):
+        loss_fn = nn.BCEWithLogitsLoss()
+        with torch.no_grad():
+            for x, y in loader:
+                total = loss_fn(model(x), y).item()
+    model = load()
+    model.eval()
+    """
+    assert found(source) == []

@@ -102,8 +102,8 @@ RULES: tuple[Rule, ...] = (
         "SB104",
         "dataloader-workers-unseeded",
         "static",
-        "DataLoader with worker processes but no worker_init_fn and generator, in a file that seeds RNGs",
-        "Finds `DataLoader(..., num_workers=N)` with N not 0 that passes neither `worker_init_fn` nor `generator`, in a file that seeds RNGs.",
+        "DataLoader with worker processes but neither worker_init_fn nor generator, in a file that seeds RNGs",
+        "Finds `DataLoader(..., num_workers=N)` with N not 0 that passes neither `worker_init_fn` nor `generator`, in a file that seeds RNGs. Passing one of them is taken as the worker seeding handled: a seeded `generator` fixes every worker's base seed (from which torch >= 1.9 seeds torch, `random` and NumPy in each worker), a `worker_init_fn` seeds them itself.",
         "Each worker gets its own torch seed from the loader's generator, but NumPy and `random` are not re-seeded per worker: augmentations repeat across workers or change between runs, and without a seeded generator the shuffle order differs per run.",
         """
       torch.manual_seed(0)

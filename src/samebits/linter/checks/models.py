@@ -151,7 +151,9 @@ def library_source(name: str) -> Source | None:
     if name == "torch.compile" or last in WRAPPERS:
         return WRAPPED  # DataParallel(model) is no fresh model in training mode: the mode is the model's
     if name.startswith(("torch.nn.", "nn.")) and last[:1].isupper():
-        return None if last in ("Parameter", "ParameterList", "ParameterDict", "Identity") else NN
+        if last in ("Parameter", "ParameterList", "ParameterDict", "Identity") or last.endswith("Loss"):
+            return None  # a loss module (nn.CrossEntropyLoss) has no training-mode behaviour and is no model
+        return NN
     return None
 
 
@@ -230,6 +232,7 @@ Scope = ast.AST  # a Module, a function, or (for self.x) a class
 Key = tuple[int, str]  # (id of the scope node, "name" or "self.attr")
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 TERMINAL = (ast.Return, ast.Raise, ast.Continue, ast.Break)
+COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 
 def same_scope(node: ast.AST) -> Iterator[ast.AST]:
@@ -303,8 +306,18 @@ class Models:
         return self.module
 
     def key(self, node: ast.AST) -> Key | None:
-        """The key of a ``name`` or ``self.attr`` expression where it stands."""
+        """The key of a ``name`` or ``self.attr`` expression where it stands (a comprehension's
+        target is its own: ``[m(x) for m in models]``'s ``m`` is an element of unknown mode)."""
         if isinstance(node, ast.Name):
+            for parent in self.ctx.ancestors(node):
+                if isinstance(parent, (*FUNCTIONS, ast.Lambda, ast.ClassDef)):
+                    break
+                if isinstance(parent, COMPREHENSIONS) and any(
+                    isinstance(t, ast.Name) and t.id == node.id
+                    for g in parent.generators
+                    for t in ast.walk(g.target)
+                ):
+                    return (id(parent), node.id)
             scope = self.scope_of(node)
             while scope is not self.module and node.id not in self.locals.get(id(scope), set()):
                 scope = self.scope_of(scope)
