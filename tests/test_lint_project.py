@@ -408,3 +408,30 @@ def test_the_cli_prints_the_notes_of_files_left_out_of_the_index(tmp_path):
     result = samebits.lint([root / "ok.py"])
     assert "note: " in to_text(result) and "broken.py" in to_text(result)
     assert any("broken.py" in n for n in to_json(result)["notes"])
+
+
+def test_an_inference_method_that_turns_grad_off_in_another_file(tmp_path):
+    root = project(
+        tmp_path,
+        {
+            "sampler.py": """
+            import torch
+            from torch import nn
+            class Sampler(nn.Module):
+                def forward(self, x):
+                    return x
+                @torch.no_grad()
+                def sample(self, n):
+                    return self(torch.randn(n, 4))
+            """,
+            "run.py": """
+            import torch
+            from sampler import Sampler
+            s = Sampler()
+            s.load_state_dict(torch.load("ema.pt", weights_only=True))
+            s.eval()
+            images = s.sample(16)
+            """,
+        },
+    )
+    assert found(root, "run.py") == []

@@ -377,3 +377,50 @@ def test_a_loss_module_is_no_model():
     model.eval()
     """
     assert found(source) == []
+
+
+def test_a_function_that_back_propagates_on_purpose_needs_grad():
+    # an input-gradient map in an inference file: grad mode is the point
+    source = """
+    import torch
+    def input_gradients(model, batch):
+        batch = batch.clone().requires_grad_(True)
+        out = model(batch)
+        out.max(1).values.sum().backward()
+        return batch.grad
+    def main():
+        model = torch.load("classifier.pt", weights_only=False)
+        model.eval()
+        grads = input_gradients(model, images)
+    """
+    assert [c for c, _ in found(source) if c in ("SB301", "SB107")] == []
+
+
+def test_a_method_that_turns_grad_off_itself_is_no_grad_finding():
+    source = """
+    import torch
+    from torch import nn
+    class Captioner(nn.Module):
+        def forward(self, x):
+            return self.proj(x)
+        @torch.inference_mode()
+        def generate(self, x, steps):
+            return [self(x) for _ in range(steps)]
+    model = Captioner()
+    model.load_state_dict(torch.load("cap.pt", weights_only=True))
+    model.eval()
+    caption = model.generate(img, 20)
+    logits = model(img)
+    """
+    assert [(c, n) for c, n in found(source) if c == "SB301"] == [("SB301", 14)]
+
+
+def test_a_scripted_transform_is_no_model():
+    source = """
+    import torch
+    net = torch.jit.load("net.pt").eval()
+    preprocess = torch.jit.load("preprocess.pt")
+    def handler(img):
+        return net(preprocess(img))
+    """
+    assert found(source) == [("SB301", 6)]

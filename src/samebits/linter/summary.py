@@ -8,12 +8,13 @@ import ast
 from pathlib import Path
 from typing import Any
 
+from samebits.linter.checks import grad
 from samebits.linter.checks.common import FileContext
 from samebits.linter.checks.inference import resizes_to_fixed_size
 from samebits.linter.checks.models import FUNCTIONS, INFERENCE_METHODS, binds_eval, chain_base, is_eval_call, same_scope
 
 Summary = dict[str, Any]  # JSON: see summarize()
-SUMMARY_FORMAT = 3  # bump when summarize()'s output changes: cached summaries of another format are re-made
+SUMMARY_FORMAT = 4  # bump when summarize()'s output changes: cached summaries of another format are re-made
 
 
 def summarize(tree: ast.Module, source: str = "") -> Summary:
@@ -123,6 +124,7 @@ def _function(ctx: FileContext, function: ast.FunctionDef | ast.AsyncFunctionDef
         "params": sorted(params),
         "evals": sorted(evals & params),
         "no_grad": sorted(params if any(ctx._is_no_grad(d) for d in function.decorator_list) else no_grad),
+        "grad_off": grad.turns_grad_off(ctx, function),
         "forwards": sorted(forwards),
         "calls": sorted(calls),
         "passes": passes,

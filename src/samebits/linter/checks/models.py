@@ -59,6 +59,11 @@ LIBRARY: tuple[tuple[str, Source], ...] = (
 )
 FACTORY_NAMES = ("create_model", "load_model", "build_model", "get_model")
 NOT_MODEL = re.compile(r"(Tokenizer|Processor|FeatureExtractor|Config|Scheduler|Vocab)\w*$")
+# Names that say preprocessing, not a model, where the binding cannot tell (a TorchScript file).
+NOT_MODEL_NAME = re.compile(
+    r"(^|_)(transforms?|tfms?|preprocess(or|ing)?|postprocess(or|ing)?|tokeni[sz]er|processor|normali[sz]er?|augment(er|ation)?s?)$",
+    re.I,
+)
 PIPELINE = re.compile(r"Pipeline\w*$")
 # Packages whose capitalised names are not user models (a class imported from elsewhere is).
 KNOWN_PACKAGES = (
@@ -313,9 +318,7 @@ class Models:
                 if isinstance(parent, (*FUNCTIONS, ast.Lambda, ast.ClassDef)):
                     break
                 if isinstance(parent, COMPREHENSIONS) and any(
-                    isinstance(t, ast.Name) and t.id == node.id
-                    for g in parent.generators
-                    for t in ast.walk(g.target)
+                    isinstance(t, ast.Name) and t.id == node.id for g in parent.generators for t in ast.walk(g.target)
                 ):
                     return (id(parent), node.id)
             scope = self.scope_of(node)
@@ -441,6 +444,8 @@ class Models:
         if key is None:
             return False
         found = self.sources.get(key)
+        if found and all(s.train is None for s in found) and NOT_MODEL_NAME.search(key[1].removeprefix("self.")):
+            return False  # transform = torch.jit.load("transform.pt"): a scripted preprocessing step
         if found:
             return not all(s.manages_grad for s in found)
         if key in self.not_models or key[1] in self.ctx.tensors:
