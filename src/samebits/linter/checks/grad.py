@@ -54,7 +54,7 @@ def statement_switch(ctx: FileContext, stmt: ast.stmt) -> bool | None:
     return None
 
 
-def turns_grad_off(ctx: FileContext, function: ast.AST) -> bool:
+def turns_grad_off(ctx: FileContext, function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     """The function runs its whole body with grad off: decorated with no_grad/inference_mode, or
     its body (docstring aside) one ``with torch.no_grad():`` block."""
     body = [s for s in function.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
