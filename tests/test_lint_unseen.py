@@ -424,3 +424,54 @@ def test_a_scripted_transform_is_no_model():
         return net(preprocess(img))
     """
     assert found(source) == [("SB301", 6)]
+
+
+def test_a_compiled_wrapper_keeps_the_training_mode_of_the_model_it_wraps():
+    source = """
+    import torch
+    from torchvision.models import resnet50
+    def build():
+        return resnet50(weights="DEFAULT").cuda()
+    def main():
+        net = build()
+        fast = torch.compile(net)
+        with torch.no_grad():
+            y = fast(x)
+    """
+    assert found(source) == [("SB107", 10)]
+
+
+@pytest.mark.parametrize(
+    "order",
+    [
+        "net.eval()\nfast = torch.compile(net)",  # eval'd, then wrapped
+        "fast = torch.compile(net)\nnet.eval()",  # wrapped, then the wrapped model eval'd: same module
+        "fast = torch.compile(net).eval()",
+    ],
+)
+def test_a_compiled_wrapper_of_an_evaluated_model_is_evaluated(order):
+    lines = textwrap.indent(order, "    ")
+    source = f"""
+import torch
+from torchvision.models import resnet50
+def main():
+    net = resnet50(weights="DEFAULT")
+{lines}
+    with torch.no_grad():
+        y = fast(x)
+"""
+    assert found(source) == []
+
+
+def test_a_module_level_wrapper_of_a_model_evaluated_later_is_evaluated():
+    source = """
+    import torch
+    from torchvision.models import resnet50
+    net = resnet50(weights="DEFAULT")
+    fast = torch.compile(net)
+    def serve(x):
+        with torch.inference_mode():
+            return fast(x)
+    net.eval()
+    """
+    assert found(source) == []

@@ -283,6 +283,7 @@ class Models:
         self.sources: dict[Key, list[Source]] = {}
         self.classes: dict[Key, str] = {}  # models made by a class of this file: its name
         self.not_models: set[Key] = set()
+        self.wrappers: dict[Key, Key] = {}  # torch.compile(model) and the like -> the model they wrap
         self.unknown: set[Key] = set()  # bound to a call of something not known here (a library's class)
         self.returns: dict[int, list[Source | None]] = {}  # function -> sources of its return value(s)
         self.methods: dict[int, dict[str, ast.AST]] = {
@@ -351,10 +352,20 @@ class Models:
                 return returned[0] if len(returned) == 1 else None
             if (self.ctx.dotted(base.func) or "") == "torch.load" and base is value:
                 return FACTORY  # a whole pickled model, or a state dict: known only by its use
-            return source_of_call(self.ctx, base)
+            found = source_of_call(self.ctx, base)
+            if found is WRAPPED and base.args:  # torch.compile(model): the wrapped model's source and mode
+                return self.value_source(base.args[0]) or found
+            return found
         key = self.key(base)
         if key is not None and key in self.sources:
             return self.sources[key][-1]
+        return None
+
+    def wrapped(self, value: ast.AST) -> Key | None:
+        """The key of the model that ``value`` wraps (``torch.compile(model)``, ``DataParallel(net)``)."""
+        base = chain_base(value)
+        if isinstance(base, ast.Call) and base.args and source_of_call(self.ctx, base) is WRAPPED:
+            return self.key(chain_base(base.args[0]))
         return None
 
     def _returned(self, call: ast.Call) -> list[Source | None] | None:
@@ -384,6 +395,9 @@ class Models:
                                 self.sources[key].append(source)
                             if source in (FILE_CLASS, SELF_EVAL_CLASS) and len(names) == 1:
                                 self.classes[key] = (self.ctx.dotted(chain_base(node.value).func) or "").rsplit(".")[-1]  # type: ignore[attr-defined]
+                            inner = self.wrapped(node.value) if len(names) == 1 else None
+                            if inner is not None and inner != key:
+                                self.wrappers[key] = inner
                         elif _not_model_value(self.ctx, node.value, len(names)):
                             self.not_models.add(key)
                         elif isinstance(chain_base(node.value), ast.Call):
@@ -426,6 +440,8 @@ class Models:
                     keys.add(key)
             elif isinstance(node, ast.Assign) and binds_eval(node.value):
                 keys.update(k for k in (self.key(t) for t in node.targets) if k)
+        for _ in range(3):  # a wrapper of a model eval'd somewhere (before or after wrapping)
+            keys.update(w for w, inner in self.wrappers.items() if inner in keys)
         return keys
 
     # -- what rules ask
@@ -512,13 +528,17 @@ class Flow:
     def __init__(self, models: Models, scope: ast.AST, on_use=None, on_return=None) -> None:
         self.m, self.scope = models, scope
         self.on_use, self.on_return = on_use, on_return
+        self.aliases: dict[Key, Key] = {}  # a wrapper -> the model it wraps
 
     def run(self) -> None:
         self.block(list(getattr(self.scope, "body", [])), set(), initial=True)
 
-    def evaluated(self, key: Key, state: set[Key]) -> bool:
+    def evaluated(self, key: Key, state: set[Key], seen: frozenset[Key] = frozenset()) -> bool:
         if key in state:
             return True
+        inner = self.aliases.get(key)
+        if inner is not None and inner not in seen and self.evaluated(inner, state, seen | {key}):
+            return True  # the wrapped model was eval'd (before or after wrapping): so is the wrapper
         if key[0] != id(self.scope):  # a global or a self attribute: evaluated anywhere counts
             return key in self.m.evaluated_somewhere
         return False
@@ -572,6 +592,12 @@ class Flow:
                         continue
                     base = self.m.key(chain_base(stmt.value)) if len(names) == 1 else None
                     carried = base is not None and base != key and base in state
+                    inner = self.m.wrapped(stmt.value) if len(names) == 1 else None
+                    if inner is not None and inner != key:  # a wrapper shares the wrapped model's mode
+                        self.aliases[key] = inner
+                        carried = carried or inner in state
+                    elif inner == key:
+                        carried = key in state  # model = torch.compile(model): as it was
                     unknown = source is None and base is None  # models[0], load_any(path): mode not known
                     if binds_eval(stmt.value) or carried or unknown or (source is not None and not source.train):
                         state.add(key)
