@@ -435,3 +435,42 @@ def test_an_inference_method_that_turns_grad_off_in_another_file(tmp_path):
         },
     )
     assert found(root, "run.py") == []
+
+
+def test_a_factory_that_builds_from_a_registry_of_model_classes(tmp_path):
+    root = project(
+        tmp_path,
+        {
+            "nets/__init__.py": "from .unet import UNet\nfrom .fpn import FPN\nMODELS = {'unet': UNet, 'fpn': FPN}\n"
+            "def make(name, **kw):\n    return MODELS[name](**kw)\n",
+            "nets/unet.py": NET.replace("class Net", "class UNet"),
+            "nets/fpn.py": NET.replace("class Net", "class FPN"),
+            "score.py": """
+            import torch
+            from nets import make
+            model = make("unet", classes=3)
+            model.load_state_dict(torch.load("w.pt", weights_only=True))
+            with torch.no_grad():
+                out = model(batch)
+            """,
+        },
+    )
+    assert found(root, "score.py") == [("score.py", "SB107", 6)]
+
+
+def test_a_registry_that_holds_anything_but_model_classes_makes_no_model(tmp_path):
+    root = project(
+        tmp_path,
+        {
+            "nets.py": NET + "def adam(p):\n    return p\nREG = {'net': Net, 'opt': adam}\n"
+            "def make(name):\n    return REG[name]()\n",
+            "score.py": """
+            import torch
+            from nets import make
+            model = make("net")
+            with torch.no_grad():
+                out = model(batch)
+            """,
+        },
+    )
+    assert found(root, "score.py") == []

@@ -14,7 +14,7 @@ from samebits.linter.checks.inference import resizes_to_fixed_size
 from samebits.linter.checks.models import FUNCTIONS, INFERENCE_METHODS, binds_eval, chain_base, is_eval_call, same_scope
 
 Summary = dict[str, Any]  # JSON: see summarize()
-SUMMARY_FORMAT = 4  # bump when summarize()'s output changes: cached summaries of another format are re-made
+SUMMARY_FORMAT = 5  # bump when summarize()'s output changes: cached summaries of another format are re-made
 
 
 def summarize(tree: ast.Module, source: str = "") -> Summary:
@@ -80,7 +80,24 @@ def _callee(ctx: FileContext, func: ast.AST) -> str:
     name = ctx.dotted(func)
     if name and "(" not in name:
         return name
+    if isinstance(func, ast.Subscript) and isinstance(func.value, ast.Name):
+        return "|".join(_registry(ctx, func.value.id))
     return f"?.{func.attr}" if isinstance(func, ast.Attribute) else ""
+
+
+def _registry(ctx: FileContext, name: str) -> list[str]:
+    """The classes of a module-level registry ``NAME = {"key": Cls, ...}`` (every value a name):
+    ``NAME[key](...)`` makes an instance of one of them."""
+    for stmt in ctx.tree.body:
+        if (
+            isinstance(stmt, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets)
+            and isinstance(stmt.value, ast.Dict)
+            and stmt.value.values
+        ):
+            values = [ctx.dotted(v) for v in stmt.value.values]
+            return [v for v in values if v] if all(values) else []
+    return []
 
 
 def _function(ctx: FileContext, function: ast.FunctionDef | ast.AsyncFunctionDef) -> Summary:
