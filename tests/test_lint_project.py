@@ -474,3 +474,29 @@ def test_a_registry_that_holds_anything_but_model_classes_makes_no_model(tmp_pat
         },
     )
     assert found(root, "score.py") == []
+
+
+def test_a_shared_instance_evaluated_where_it_is_made_is_a_model_in_eval_mode(tmp_path):
+    # the class's base comes from a library the index cannot see; .eval() on the instance says module
+    root = project(
+        tmp_path,
+        {
+            "shared.py": """
+            import torch
+            from somelib.models import Base
+            class Classifier(Base):
+                def forward(self, ids):
+                    return self.head(ids)
+            clf = Classifier()
+            clf.load_state_dict(torch.load("best.pt"))
+            clf.eval()
+            """,
+            "check.py": """
+            import torch
+            from shared import clf as reference
+            for ids in batches:
+                out = reference(ids)
+            """,
+        },
+    )
+    assert found(root, "check.py") == [("check.py", "SB301", 4)]
