@@ -408,3 +408,95 @@ def test_the_cli_prints_the_notes_of_files_left_out_of_the_index(tmp_path):
     result = samebits.lint([root / "ok.py"])
     assert "note: " in to_text(result) and "broken.py" in to_text(result)
     assert any("broken.py" in n for n in to_json(result)["notes"])
+
+
+def test_an_inference_method_that_turns_grad_off_in_another_file(tmp_path):
+    root = project(
+        tmp_path,
+        {
+            "sampler.py": """
+            import torch
+            from torch import nn
+            class Sampler(nn.Module):
+                def forward(self, x):
+                    return x
+                @torch.no_grad()
+                def sample(self, n):
+                    return self(torch.randn(n, 4))
+            """,
+            "run.py": """
+            import torch
+            from sampler import Sampler
+            s = Sampler()
+            s.load_state_dict(torch.load("ema.pt", weights_only=True))
+            s.eval()
+            images = s.sample(16)
+            """,
+        },
+    )
+    assert found(root, "run.py") == []
+
+
+def test_a_factory_that_builds_from_a_registry_of_model_classes(tmp_path):
+    root = project(
+        tmp_path,
+        {
+            "nets/__init__.py": "from .unet import UNet\nfrom .fpn import FPN\nMODELS = {'unet': UNet, 'fpn': FPN}\n"
+            "def make(name, **kw):\n    return MODELS[name](**kw)\n",
+            "nets/unet.py": NET.replace("class Net", "class UNet"),
+            "nets/fpn.py": NET.replace("class Net", "class FPN"),
+            "score.py": """
+            import torch
+            from nets import make
+            model = make("unet", classes=3)
+            model.load_state_dict(torch.load("w.pt", weights_only=True))
+            with torch.no_grad():
+                out = model(batch)
+            """,
+        },
+    )
+    assert found(root, "score.py") == [("score.py", "SB107", 6)]
+
+
+def test_a_registry_that_holds_anything_but_model_classes_makes_no_model(tmp_path):
+    root = project(
+        tmp_path,
+        {
+            "nets.py": NET + "def adam(p):\n    return p\nREG = {'net': Net, 'opt': adam}\n"
+            "def make(name):\n    return REG[name]()\n",
+            "score.py": """
+            import torch
+            from nets import make
+            model = make("net")
+            with torch.no_grad():
+                out = model(batch)
+            """,
+        },
+    )
+    assert found(root, "score.py") == []
+
+
+def test_a_shared_instance_evaluated_where_it_is_made_is_a_model_in_eval_mode(tmp_path):
+    # the class's base comes from a library the index cannot see; .eval() on the instance says module
+    root = project(
+        tmp_path,
+        {
+            "shared.py": """
+            import torch
+            from somelib.models import Base
+            class Classifier(Base):
+                def forward(self, ids):
+                    return self.head(ids)
+            clf = Classifier()
+            clf.load_state_dict(torch.load("best.pt"))
+            clf.eval()
+            """,
+            "check.py": """
+            import torch
+            from shared import clf as reference
+            for ids in batches:
+                out = reference(ids)
+            """,
+        },
+    )
+    assert found(root, "check.py") == [("check.py", "SB301", 4)]

@@ -30,7 +30,7 @@ POSITIVE = {
         "torch.backends.cudnn.benchmark = True\n",
     ],
     "SB104": [
-        "import torch\nfrom torch.utils.data import DataLoader\ntorch.manual_seed(0)\nloader = DataLoader(ds, num_workers=4, generator=g)\n"
+        "import torch\nfrom torch.utils.data import DataLoader\ntorch.manual_seed(0)\nloader = DataLoader(ds, num_workers=4)\n"
     ],
     "SB105": ["import os\nimport torch\nmodel = model.cuda()\nos.environ['CUBLAS_WORKSPACE_CONFIG'] = ':4096:8'\n"],
     "SB106": [
@@ -95,6 +95,9 @@ NEGATIVE = {
         "import torch\nimport samebits\nfrom torch.utils.data import DataLoader\ntorch.manual_seed(0)\nloader = DataLoader(ds, num_workers=4, **samebits.dataloader_kwargs(0))\n",
         "import torch\nfrom torch.utils.data import DataLoader\ntorch.manual_seed(0)\nloader = DataLoader(ds, num_workers=0)\n",
         "from torch.utils.data import DataLoader\nloader = DataLoader(ds, num_workers=4)\n",
+        # one of the two is the seeding handled: a seeded generator, or a worker_init_fn
+        "import torch\nfrom torch.utils.data import DataLoader\ntorch.manual_seed(0)\nloader = DataLoader(ds, num_workers=4, generator=g)\n",
+        "import torch\nfrom torch.utils.data import DataLoader\ntorch.manual_seed(0)\nloader = DataLoader(ds, num_workers=4, worker_init_fn=f)\n",
     ],
     "SB105": ["import os\nos.environ['CUBLAS_WORKSPACE_CONFIG'] = ':4096:8'\nimport torch\nmodel = model.cuda()\n"],
     "SB106": [

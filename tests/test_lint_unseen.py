@@ -319,3 +319,159 @@ def test_a_library_loaders_decode_is_not_a_forward():
     result = model.decode(mel, options)
     """
     assert found(source) == []
+
+
+# -- second unseen corpus (tests/lint_corpus_unseen): false alarms and misses, as general rules
+
+
+def test_seeding_after_pretrained_models_only_is_not_seed_after_model():
+    source = """
+    import torch
+    from transformers import AutoModel
+    def main(seed):
+        encoder = AutoModel.from_pretrained("bert-base-uncased").to("cuda")
+        gen = torch.manual_seed(seed)
+        noise = torch.randn(4, 8, generator=gen)
+    """
+    assert [c for c, _ in found(source) if c == "SB106"] == []
+
+
+def test_seeding_after_a_fresh_model_is_still_seed_after_model():
+    source = """
+    import torch
+    from torch import nn
+    def main(seed):
+        head = nn.Linear(8, 2)
+        torch.manual_seed(seed)
+    """
+    assert ("SB106", 6) in found(source)
+
+
+def test_a_comprehension_target_is_an_element_of_unknown_mode():
+    # the loop variable ``net`` made the models above is not the comprehension's ``net``
+    source = """
+    import timm
+    import torch
+    nets = []
+    for path in paths:
+        net = timm.create_model("resnet18")
+        net.load_state_dict(torch.load(path, weights_only=True))
+        net.eval()
+        nets.append(net)
+    with torch.no_grad():
+        scores = [net(batch) for net in nets]
+    """
+    assert [c for c, _ in found(source) if c == "SB107"] == []
+
+
+def test_a_loss_module_is_no_model():
+    source = """
+    import torch
+    from torch import nn
+    def score(model, loader):
+        loss_fn = nn.BCEWithLogitsLoss()
+        with torch.no_grad():
+            for x, y in loader:
+                total = loss_fn(model(x), y).item()
+    model = load()
+    model.eval()
+    """
+    assert found(source) == []
+
+
+def test_a_function_that_back_propagates_on_purpose_needs_grad():
+    # an input-gradient map in an inference file: grad mode is the point
+    source = """
+    import torch
+    def input_gradients(model, batch):
+        batch = batch.clone().requires_grad_(True)
+        out = model(batch)
+        out.max(1).values.sum().backward()
+        return batch.grad
+    def main():
+        model = torch.load("classifier.pt", weights_only=False)
+        model.eval()
+        grads = input_gradients(model, images)
+    """
+    assert [c for c, _ in found(source) if c in ("SB301", "SB107")] == []
+
+
+def test_a_method_that_turns_grad_off_itself_is_no_grad_finding():
+    source = """
+    import torch
+    from torch import nn
+    class Captioner(nn.Module):
+        def forward(self, x):
+            return self.proj(x)
+        @torch.inference_mode()
+        def generate(self, x, steps):
+            return [self(x) for _ in range(steps)]
+    model = Captioner()
+    model.load_state_dict(torch.load("cap.pt", weights_only=True))
+    model.eval()
+    caption = model.generate(img, 20)
+    logits = model(img)
+    """
+    assert [(c, n) for c, n in found(source) if c == "SB301"] == [("SB301", 14)]
+
+
+def test_a_scripted_transform_is_no_model():
+    source = """
+    import torch
+    net = torch.jit.load("net.pt").eval()
+    preprocess = torch.jit.load("preprocess.pt")
+    def handler(img):
+        return net(preprocess(img))
+    """
+    assert found(source) == [("SB301", 6)]
+
+
+def test_a_compiled_wrapper_keeps_the_training_mode_of_the_model_it_wraps():
+    source = """
+    import torch
+    from torchvision.models import resnet50
+    def build():
+        return resnet50(weights="DEFAULT").cuda()
+    def main():
+        net = build()
+        fast = torch.compile(net)
+        with torch.no_grad():
+            y = fast(x)
+    """
+    assert found(source) == [("SB107", 10)]
+
+
+@pytest.mark.parametrize(
+    "order",
+    [
+        "net.eval()\nfast = torch.compile(net)",  # eval'd, then wrapped
+        "fast = torch.compile(net)\nnet.eval()",  # wrapped, then the wrapped model eval'd: same module
+        "fast = torch.compile(net).eval()",
+    ],
+)
+def test_a_compiled_wrapper_of_an_evaluated_model_is_evaluated(order):
+    lines = textwrap.indent(order, "    ")
+    source = f"""
+import torch
+from torchvision.models import resnet50
+def main():
+    net = resnet50(weights="DEFAULT")
+{lines}
+    with torch.no_grad():
+        y = fast(x)
+"""
+    assert found(source) == []
+
+
+def test_a_module_level_wrapper_of_a_model_evaluated_later_is_evaluated():
+    source = """
+    import torch
+    from torchvision.models import resnet50
+    net = resnet50(weights="DEFAULT")
+    fast = torch.compile(net)
+    def serve(x):
+        with torch.inference_mode():
+            return fast(x)
+    net.eval()
+    """
+    assert found(source) == []

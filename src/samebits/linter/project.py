@@ -228,7 +228,15 @@ class Project:
         callee, evaluated = (
             (made or ["", False]) if found.kind == "function" else (found.data["call"], found.data["eval"])
         )
-        inner = self.source(self.resolve(callee, found.module), found.module, depth + 1) or library_source(callee)
+        if "|" in callee:  # REGISTRY[name](...): a model when every class of the registry is one
+            options = [self.source(self.resolve(c, found.module), found.module, depth + 1) for c in callee.split("|")]
+            inner = options[0] if all(options) and len({o.train for o in options if o}) == 1 else None
+        else:
+            inner = self.source(self.resolve(callee, found.module), found.module, depth + 1) or library_source(callee)
+        if inner is None and found.kind == "instance" and evaluated:
+            made = self.resolve(callee, found.module)
+            if made is not None and made.kind == "class":  # model = Net(); model.eval(): Net's base is a library's
+                return Source(f"made in {found.where}", False, where=found.where)
         if inner is None:
             return None
         train = None if inner.train is None else inner.train and not evaluated

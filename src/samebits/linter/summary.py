@@ -8,12 +8,13 @@ import ast
 from pathlib import Path
 from typing import Any
 
+from samebits.linter.checks import grad
 from samebits.linter.checks.common import FileContext
 from samebits.linter.checks.inference import resizes_to_fixed_size
 from samebits.linter.checks.models import FUNCTIONS, INFERENCE_METHODS, binds_eval, chain_base, is_eval_call, same_scope
 
 Summary = dict[str, Any]  # JSON: see summarize()
-SUMMARY_FORMAT = 3  # bump when summarize()'s output changes: cached summaries of another format are re-made
+SUMMARY_FORMAT = 5  # bump when summarize()'s output changes: cached summaries of another format are re-made
 
 
 def summarize(tree: ast.Module, source: str = "") -> Summary:
@@ -79,7 +80,24 @@ def _callee(ctx: FileContext, func: ast.AST) -> str:
     name = ctx.dotted(func)
     if name and "(" not in name:
         return name
+    if isinstance(func, ast.Subscript) and isinstance(func.value, ast.Name):
+        return "|".join(_registry(ctx, func.value.id))
     return f"?.{func.attr}" if isinstance(func, ast.Attribute) else ""
+
+
+def _registry(ctx: FileContext, name: str) -> list[str]:
+    """The classes of a module-level registry ``NAME = {"key": Cls, ...}`` (every value a name):
+    ``NAME[key](...)`` makes an instance of one of them."""
+    for stmt in ctx.tree.body:
+        if (
+            isinstance(stmt, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets)
+            and isinstance(stmt.value, ast.Dict)
+            and stmt.value.values
+        ):
+            values = [ctx.dotted(v) for v in stmt.value.values]
+            return [v for v in values if v] if all(values) else []
+    return []
 
 
 def _function(ctx: FileContext, function: ast.FunctionDef | ast.AsyncFunctionDef) -> Summary:
@@ -123,6 +141,7 @@ def _function(ctx: FileContext, function: ast.FunctionDef | ast.AsyncFunctionDef
         "params": sorted(params),
         "evals": sorted(evals & params),
         "no_grad": sorted(params if any(ctx._is_no_grad(d) for d in function.decorator_list) else no_grad),
+        "grad_off": grad.turns_grad_off(ctx, function),
         "forwards": sorted(forwards),
         "calls": sorted(calls),
         "passes": passes,

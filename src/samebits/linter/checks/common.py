@@ -234,6 +234,10 @@ class FileContext:
                 isinstance(p, ast.With) and any(self._is_no_grad(i.context_expr) for i in p.items) for p in self.nodes
             )
             or any(_loads_weights(c) for c in self.calls)
+            or any(  # from model import model: a model the project put in eval mode
+                (found := self.project.instance_source(self, dotted)) is not None and found.train is False
+                for dotted in self.aliases.values()
+            )
         )
 
     def seeds_rngs(self) -> bool:

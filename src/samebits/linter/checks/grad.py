@@ -54,6 +54,17 @@ def statement_switch(ctx: FileContext, stmt: ast.stmt) -> bool | None:
     return None
 
 
+def turns_grad_off(ctx: FileContext, function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """The function runs its whole body with grad off: decorated with no_grad/inference_mode, or
+    its body (docstring aside) one ``with torch.no_grad():`` block."""
+    body = [s for s in function.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    return any(switch(ctx, d) is False for d in function.decorator_list) or (
+        len(body) == 1
+        and isinstance(body[0], ast.With)
+        and any(switch(ctx, i.context_expr) is False for i in body[0].items)
+    )
+
+
 def _bodies(parent: ast.AST) -> list[list[ast.stmt]]:
     return [b for b in (getattr(parent, f, None) for f in ("body", "orelse", "finalbody")) if isinstance(b, list)]
 

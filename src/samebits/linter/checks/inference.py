@@ -7,7 +7,9 @@ import ast
 from collections.abc import Iterator
 from typing import NamedTuple
 
+from samebits.linter.checks import grad
 from samebits.linter.checks.common import TENSOR_NAME, FileContext, Finding
+from samebits.linter.checks.models import FUNCTIONS, same_scope
 
 MOVES = ("to", "cuda", "cpu", "half", "float", "double", "bfloat16", "contiguous", "long", "int", "pin_memory")
 DETACHED = ("detach", "item", "tolist", "numpy", "argmax", "argmin")
@@ -117,14 +119,7 @@ def _grad_free_classes(ctx: FileContext) -> set[str]:
         if not (isinstance(cls, ast.ClassDef) and cls.name in ctx.module_classes):
             continue
         forward = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "forward"), None)
-        if forward is None:
-            continue
-        body = [s for s in forward.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
-        if any(ctx._is_no_grad(d) for d in forward.decorator_list) or (
-            len(body) == 1
-            and isinstance(body[0], ast.With)
-            and any(ctx._is_no_grad(i.context_expr) for i in body[0].items)
-        ):
+        if forward is not None and grad.turns_grad_off(ctx, forward):
             found.add(cls.name)
     return found
 
@@ -159,10 +154,47 @@ def _function_of(ctx: FileContext, node: ast.AST) -> ast.AST | None:
     return next((p for p in ctx.ancestors(node) if isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
 
 
+def _needs_grad(ctx: FileContext, node: ast.AST) -> bool:
+    """The function around ``node`` (the module for top-level code) back-propagates on purpose in
+    an inference file: ``score.backward()`` or ``torch.autograd.grad(...)`` for a saliency map or an
+    adversarial input. Its model calls need grad mode on (a loss's backward makes the file training)."""
+    scope = _function_of(ctx, node) or ctx.tree
+    return any(
+        isinstance(n, ast.Call)
+        and (
+            (isinstance(n.func, ast.Attribute) and n.func.attr == "backward")
+            or (ctx.dotted(n.func) or "") in ("torch.autograd.grad", "torch.autograd.backward")
+        )
+        for stmt in getattr(scope, "body", [])
+        for n in same_scope(stmt)
+    )
+
+
+def _method_turns_grad_off(ctx: FileContext, call: ast.AST, model: ast.AST | None) -> bool:
+    """``model.sample(...)`` where the model's class turns grad off in that method (decorated with
+    no_grad, or its body one no_grad block): its class of this file, else (the class not known
+    here) every method of that name in the project's classes, when there is one and all do."""
+    if model is None or not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)):
+        return False
+    if call.func.attr in ("forward", "__call__"):
+        return False
+    name = call.func.attr
+    cls = ctx.models.class_of(model)
+    if cls is not None:
+        for node in ctx.nodes:
+            if isinstance(node, ast.ClassDef) and node.name == cls:
+                method = next((f for f in node.body if isinstance(f, FUNCTIONS) and f.name == name), None)
+                return method is not None and grad.turns_grad_off(ctx, method)
+        return False
+    methods = ctx.project.methods_named(name)
+    return bool(methods) and all(m.data.get("grad_off") for m in methods)
+
+
 def _grad_free(ctx: FileContext, node: ast.AST, free: GradFree) -> bool:
     model = ctx.models.called_model(node)
     return (
         ctx.grad_chosen(node)
+        or _method_turns_grad_off(ctx, node, model)
         or (_function_of(ctx, node) or ctx.tree) in free.volatile
         or _in_forward(ctx, node)
         or _enclosing_function(ctx, node) in free.functions
@@ -183,7 +215,7 @@ def inference_without_no_grad(ctx: FileContext) -> Iterator[Finding]:
         return
     safe = GradFree.of(ctx)
     for call in ctx.calls:
-        if ctx.is_model_call(call) and not _grad_free(ctx, call, safe):
+        if ctx.is_model_call(call) and not _grad_free(ctx, call, safe) and not _needs_grad(ctx, call):
             yield ctx.finding(
                 call,
                 "SB301",

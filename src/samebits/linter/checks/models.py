@@ -59,6 +59,11 @@ LIBRARY: tuple[tuple[str, Source], ...] = (
 )
 FACTORY_NAMES = ("create_model", "load_model", "build_model", "get_model")
 NOT_MODEL = re.compile(r"(Tokenizer|Processor|FeatureExtractor|Config|Scheduler|Vocab)\w*$")
+# Names that say preprocessing, not a model, where the binding cannot tell (a TorchScript file).
+NOT_MODEL_NAME = re.compile(
+    r"(^|_)(transforms?|tfms?|preprocess(or|ing)?|postprocess(or|ing)?|tokeni[sz]er|processor|normali[sz]er?|augment(er|ation)?s?)$",
+    re.I,
+)
 PIPELINE = re.compile(r"Pipeline\w*$")
 # Packages whose capitalised names are not user models (a class imported from elsewhere is).
 KNOWN_PACKAGES = (
@@ -151,7 +156,9 @@ def library_source(name: str) -> Source | None:
     if name == "torch.compile" or last in WRAPPERS:
         return WRAPPED  # DataParallel(model) is no fresh model in training mode: the mode is the model's
     if name.startswith(("torch.nn.", "nn.")) and last[:1].isupper():
-        return None if last in ("Parameter", "ParameterList", "ParameterDict", "Identity") else NN
+        if last in ("Parameter", "ParameterList", "ParameterDict", "Identity") or last.endswith("Loss"):
+            return None  # a loss module (nn.CrossEntropyLoss) has no training-mode behaviour and is no model
+        return NN
     return None
 
 
@@ -230,6 +237,7 @@ Scope = ast.AST  # a Module, a function, or (for self.x) a class
 Key = tuple[int, str]  # (id of the scope node, "name" or "self.attr")
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 TERMINAL = (ast.Return, ast.Raise, ast.Continue, ast.Break)
+COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 
 def same_scope(node: ast.AST) -> Iterator[ast.AST]:
@@ -275,6 +283,7 @@ class Models:
         self.sources: dict[Key, list[Source]] = {}
         self.classes: dict[Key, str] = {}  # models made by a class of this file: its name
         self.not_models: set[Key] = set()
+        self.wrappers: dict[Key, Key] = {}  # torch.compile(model) and the like -> the model they wrap
         self.unknown: set[Key] = set()  # bound to a call of something not known here (a library's class)
         self.returns: dict[int, list[Source | None]] = {}  # function -> sources of its return value(s)
         self.methods: dict[int, dict[str, ast.AST]] = {
@@ -303,8 +312,16 @@ class Models:
         return self.module
 
     def key(self, node: ast.AST) -> Key | None:
-        """The key of a ``name`` or ``self.attr`` expression where it stands."""
+        """The key of a ``name`` or ``self.attr`` expression where it stands (a comprehension's
+        target is its own: ``[m(x) for m in models]``'s ``m`` is an element of unknown mode)."""
         if isinstance(node, ast.Name):
+            for parent in self.ctx.ancestors(node):
+                if isinstance(parent, (*FUNCTIONS, ast.Lambda, ast.ClassDef)):
+                    break
+                if isinstance(parent, COMPREHENSIONS) and any(
+                    isinstance(t, ast.Name) and t.id == node.id for g in parent.generators for t in ast.walk(g.target)
+                ):
+                    return (id(parent), node.id)
             scope = self.scope_of(node)
             while scope is not self.module and node.id not in self.locals.get(id(scope), set()):
                 scope = self.scope_of(scope)
@@ -335,10 +352,20 @@ class Models:
                 return returned[0] if len(returned) == 1 else None
             if (self.ctx.dotted(base.func) or "") == "torch.load" and base is value:
                 return FACTORY  # a whole pickled model, or a state dict: known only by its use
-            return source_of_call(self.ctx, base)
+            found = source_of_call(self.ctx, base)
+            if found is WRAPPED and base.args:  # torch.compile(model): the wrapped model's source and mode
+                return self.value_source(base.args[0]) or found
+            return found
         key = self.key(base)
         if key is not None and key in self.sources:
             return self.sources[key][-1]
+        return None
+
+    def wrapped(self, value: ast.AST) -> Key | None:
+        """The key of the model that ``value`` wraps (``torch.compile(model)``, ``DataParallel(net)``)."""
+        base = chain_base(value)
+        if isinstance(base, ast.Call) and base.args and source_of_call(self.ctx, base) is WRAPPED:
+            return self.key(chain_base(base.args[0]))
         return None
 
     def _returned(self, call: ast.Call) -> list[Source | None] | None:
@@ -368,6 +395,9 @@ class Models:
                                 self.sources[key].append(source)
                             if source in (FILE_CLASS, SELF_EVAL_CLASS) and len(names) == 1:
                                 self.classes[key] = (self.ctx.dotted(chain_base(node.value).func) or "").rsplit(".")[-1]  # type: ignore[attr-defined]
+                            inner = self.wrapped(node.value) if len(names) == 1 else None
+                            if inner is not None and inner != key:
+                                self.wrappers[key] = inner
                         elif _not_model_value(self.ctx, node.value, len(names)):
                             self.not_models.add(key)
                         elif isinstance(chain_base(node.value), ast.Call):
@@ -410,6 +440,8 @@ class Models:
                     keys.add(key)
             elif isinstance(node, ast.Assign) and binds_eval(node.value):
                 keys.update(k for k in (self.key(t) for t in node.targets) if k)
+        for _ in range(3):  # a wrapper of a model eval'd somewhere (before or after wrapping)
+            keys.update(w for w, inner in self.wrappers.items() if inner in keys)
         return keys
 
     # -- what rules ask
@@ -428,6 +460,8 @@ class Models:
         if key is None:
             return False
         found = self.sources.get(key)
+        if found and all(s.train is None for s in found) and NOT_MODEL_NAME.search(key[1].removeprefix("self.")):
+            return False  # transform = torch.jit.load("transform.pt"): a scripted preprocessing step
         if found:
             return not all(s.manages_grad for s in found)
         if key in self.not_models or key[1] in self.ctx.tensors:
@@ -494,13 +528,17 @@ class Flow:
     def __init__(self, models: Models, scope: ast.AST, on_use=None, on_return=None) -> None:
         self.m, self.scope = models, scope
         self.on_use, self.on_return = on_use, on_return
+        self.aliases: dict[Key, Key] = {}  # a wrapper -> the model it wraps
 
     def run(self) -> None:
         self.block(list(getattr(self.scope, "body", [])), set(), initial=True)
 
-    def evaluated(self, key: Key, state: set[Key]) -> bool:
+    def evaluated(self, key: Key, state: set[Key], seen: frozenset[Key] = frozenset()) -> bool:
         if key in state:
             return True
+        inner = self.aliases.get(key)
+        if inner is not None and inner not in seen and self.evaluated(inner, state, seen | {key}):
+            return True  # the wrapped model was eval'd (before or after wrapping): so is the wrapper
         if key[0] != id(self.scope):  # a global or a self attribute: evaluated anywhere counts
             return key in self.m.evaluated_somewhere
         return False
@@ -554,6 +592,12 @@ class Flow:
                         continue
                     base = self.m.key(chain_base(stmt.value)) if len(names) == 1 else None
                     carried = base is not None and base != key and base in state
+                    inner = self.m.wrapped(stmt.value) if len(names) == 1 else None
+                    if inner is not None and inner != key:  # a wrapper shares the wrapped model's mode
+                        self.aliases[key] = inner
+                        carried = carried or inner in state
+                    elif inner == key:
+                        carried = key in state  # model = torch.compile(model): as it was
                     unknown = source is None and base is None  # models[0], load_any(path): mode not known
                     if binds_eval(stmt.value) or carried or unknown or (source is not None and not source.train):
                         state.add(key)

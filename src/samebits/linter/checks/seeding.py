@@ -6,7 +6,7 @@ import ast
 from collections.abc import Iterator
 
 from samebits.linter.checks.common import RANDOM_TENSOR, SEED_CALLS, FileContext, Finding
-from samebits.linter.checks.models import same_scope, source_of_call
+from samebits.linter.checks.models import PRETRAINED, same_scope, source_of_call
 
 
 def dataloader_workers_unseeded(ctx: FileContext) -> Iterator[Finding]:
@@ -22,12 +22,14 @@ def dataloader_workers_unseeded(ctx: FileContext) -> Iterator[Finding]:
         workers = keywords.get("num_workers")
         if workers is None or (isinstance(workers, ast.Constant) and workers.value == 0):
             continue
-        if "worker_init_fn" not in keywords or "generator" not in keywords:
-            missing = [k for k in ("worker_init_fn", "generator") if k not in keywords]
+        if "worker_init_fn" not in keywords and "generator" not in keywords:
+            # either one is the worker seeding handled: a seeded generator fixes each worker's base
+            # seed (torch >= 1.9 seeds torch, random and NumPy in each worker from it), a
+            # worker_init_fn seeds them itself from the loader's seed
             yield ctx.finding(
                 call,
                 "SB104",
-                f"DataLoader with worker processes but no {' and no '.join(missing)}, in a file that seeds RNGs",
+                "DataLoader with worker processes but neither worker_init_fn nor generator, in a file that seeds RNGs",
             )
 
 
@@ -49,7 +51,7 @@ def _creates(ctx: FileContext, call: ast.Call) -> str | None:
     ):
         return f"random values ({name})"
     source = source_of_call(ctx, call)
-    if source is not None and source.train is not None:  # built here, with freshly drawn weights
+    if source is not None and source.train is not None and source != PRETRAINED:  # built here, fresh weights
         return f"a model ({last})"
     return None
 
