@@ -15,6 +15,8 @@ Targets (issue #15), ratios measured side by side in this one run on the same in
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import shutil
 import statistics
 import tempfile
@@ -77,12 +79,22 @@ def speed(spec: str, samples: int, batch: int, repeats: int, root: Path) -> None
     shard = samples // 10
     cache = root / "cache"
 
-    def run_predict(workers: int, half: bool = False) -> None:
+    def run_predict(workers: int, half: bool = False, threads: int | None = None) -> dict:
         out = root / "out"
         shutil.rmtree(out, ignore_errors=True)
         inputs = [str(p) for p in sorted(folder.glob("*.npy"))]
         inputs = inputs[: len(inputs) // 2] if half else inputs
-        predict(spec, inputs, out, batch_size=batch, shard_size=shard, workers=workers, cache_dir=cache)
+        predict(
+            spec,
+            inputs,
+            out,
+            batch_size=batch,
+            shard_size=shard,
+            workers=workers,
+            threads_per_worker=threads,
+            cache_dir=cache,
+        )
+        return json.loads((out / "manifest.json").read_text())["threads"]
 
     def run_loop(save: bool) -> None:
         out = root / "loop"
@@ -90,7 +102,9 @@ def speed(spec: str, samples: int, batch: int, repeats: int, root: Path) -> None
         out.mkdir()
         hand_loop(model, folder, batch, out if save else None)
 
-    run_predict(1)  # calibration cached, as for any second run
+    plan = run_predict(1)  # calibration cached, as for any second run
+    cores = os.cpu_count() or 1
+    run_predict(1, threads=cores)
     loop = timed(lambda: run_loop(False), repeats)
     loop_save = timed(lambda: run_loop(True), repeats)
     with deterministic(0):  # the switches the Predictor sets (oneDNN deterministic mode, ...)
@@ -99,6 +113,7 @@ def speed(spec: str, samples: int, batch: int, repeats: int, root: Path) -> None
     half = timed(lambda: run_predict(1, half=True), repeats)
     marginal = (one - half) * 2  # the seconds of the whole job without its fixed start-up cost
     two = timed(lambda: run_predict(2), repeats)
+    pinned = timed(lambda: run_predict(1, threads=cores), repeats)
     rate = lambda s: samples / s  # noqa: E731
     print(f"\n{spec}: {samples} samples, batch {batch}, shards of {shard}, median of {repeats}")
     print(f"  hand loop              {rate(loop):>10,.0f} samples/s")
@@ -113,6 +128,10 @@ def speed(spec: str, samples: int, batch: int, repeats: int, root: Path) -> None
         f"deterministic() (start-up {one - marginal:.2f} s: model, input digests, Predictor, thread plan)"
     )
     print(f"  predict --workers 2    {rate(two):>10,.0f} samples/s   {one / two:.2f}x workers 1")
+    print(
+        f"  predict --threads-per-worker {cores} {rate(pinned):>10,.0f} samples/s   {loop_save / pinned:.2f}x loop+save "
+        f"(the default ran {plan['per_worker']} thread(s) per worker: {plan.get('why', '')})"
+    )
 
 
 def memory(samples: int, root: Path) -> None:

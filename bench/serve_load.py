@@ -71,12 +71,13 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+import h2load_grpc  # noqa: E402
 import proc_cpu  # noqa: E402
 import wrk_load  # noqa: E402
 
 MODELS_FILE = HERE / "serve_models.py"
 MODELS = ("small_mlp", "medium_mlp", "small_cnn")
-SERVERS = ("samebits", "samebits-binary", "samebits-isolate", "litserve", "fastapi")
+SERVERS = ("samebits", "samebits-binary", "samebits-grpc", "samebits-isolate", "litserve", "fastapi")
 CONCURRENCY = (1, 16, 64)
 MAX_BATCH = 32  # --max-batch: samebits' and LitServe's, and the offline Predictor's batch size
 WRK_BODIES = 32  # the wrk client rotates this many distinct one-row bodies
@@ -215,6 +216,7 @@ class Server:
     proc: subprocess.Popen
     log: collections.deque
     port: int | None = None
+    grpc_port: int | None = None  # samebits-grpc: where its gRPC service listens
     announced: threading.Event = dataclasses.field(default_factory=threading.Event)
     note: str = ""  # samebits: its verified batch sizes
 
@@ -223,7 +225,9 @@ class Server:
         return f"http://127.0.0.1:{self.port}"
 
 
-ANNOUNCE = re.compile(r"serving \S+ on http://127\.0\.0\.1:(\d+) \(verified batch sizes ([^)]*)\)")
+ANNOUNCE = re.compile(
+    r"serving \S+ on http://127\.0\.0\.1:(\d+) \(verified batch sizes ([^)]*)\)(?:.*gRPC on \S+:(\d+))?"
+)
 
 
 def free_port() -> int:
@@ -241,6 +245,7 @@ def command(kind: str, model: str, port: int) -> list[str]:
         spec = f"{MODELS_FILE}:{model}"
         threads = ["--threads", str(MODEL_THREADS)] if MODEL_THREADS else []
         threads += ["--isolate"] if kind == "samebits-isolate" else []
+        threads += ["--grpc-port", "0"] if kind == "samebits-grpc" else []
         return [
             sys.executable,
             "-m",
@@ -264,6 +269,7 @@ def _read_log(server: Server) -> None:
         match = ANNOUNCE.search(line)
         if match:
             server.port, server.note = int(match.group(1)), match.group(2)
+            server.grpc_port = int(match.group(3)) if match.group(3) else None
             server.announced.set()
 
 
@@ -561,6 +567,30 @@ def decode_answer(body: bytes, headers: dict[str, str]) -> torch.Tensor | None:
     return values[0] if values.shape[0] == 1 else None
 
 
+def run_server_grpc(run: ModelRun, kind: str, concurrencies: list[int], env: dict[str, str], round_: int) -> None:
+    """Cells driven by h2load over gRPC (one row for every call); the answer's bits checked with a
+    gRPC client before and after the load (equal to predict_one)."""
+    row = run.rows[0].numpy()
+    body = h2load_grpc.infer_request(run.name, row)
+    with running(kind, run.name, env) as server:
+        assert server.grpc_port is not None, tail(server)
+        h2load_grpc.run(server.grpc_port, body, min(MAX_BATCH, 16), 200, CELL_LIMIT_S, CLIENT_CPUS)
+        for c in concurrencies:
+            cell = Cell(kind, c, run.n, 0.0, [], {}, collections.Counter(), False, round_)
+            before = proc_cpu.tree_cpu_seconds(server.proc.pid)
+            h2 = h2load_grpc.run(server.grpc_port, body, c, run.n, CELL_LIMIT_S, CLIENT_CPUS)
+            cell.cpu_s = proc_cpu.tree_cpu_seconds(server.proc.pid) - before
+            after = h2load_grpc.answer_row(run.name, server.grpc_port, row)
+            cell.wrk = wrk_load.WrkCell(
+                h2.answered, h2.ok, 0, h2.answered - h2.ok, h2.seconds, h2.p50_ms, h2.p99_ms, 0, 0
+            )
+            cell.seconds, cell.aborted = h2.seconds, h2.answered < run.n
+            cell.differ = None  # h2load does not read gRPC answers
+            cell.differ_p1 = int(not np.array_equal(after, run.p1_refs[0].numpy()))  # after the load
+            run.cells.append(cell)
+            print(f"  {kind:<16} c={c:<3} {summary(cell)}", flush=True)
+
+
 def run_server_wrk(run: ModelRun, kind: str, concurrencies: list[int], env: dict[str, str], round_: int) -> None:
     """Cells driven by wrk: the quiet answers first (one request at a time, checked against the
     references in this process), then every concurrency, each answer checked against them in wrk."""
@@ -591,6 +621,9 @@ def run_server_wrk(run: ModelRun, kind: str, concurrencies: list[int], env: dict
 
 
 def run_server(run: ModelRun, kind: str, concurrencies: list[int], env: dict[str, str], round_: int = 0) -> None:
+    if kind == "samebits-grpc":
+        run_server_grpc(run, kind, concurrencies, env, round_)
+        return
     if CLIENT == "wrk":
         run_server_wrk(run, kind, concurrencies, env, round_)
         return
@@ -713,18 +746,21 @@ def print_targets(runs: list[ModelRun]) -> None:
     lines = []
     for run in runs:
         for cell in (c for c in run.cells if is_samebits(c.server)):
-            ok = cell.differ == 0 and cell.differ_p1 == 0 and cell.finished >= cell.requested
+            ok = cell.differ in (0, None) and cell.differ_p1 == 0 and cell.finished >= cell.requested
+            under_load = (
+                "not read under load by h2load" if cell.differ is None else f"{cell.differ} of {cell.finished} differ"
+            )
             lines.append(
                 target(
                     ok,
-                    f"{run.name} {cell.server} c={cell.concurrency} round {cell.round + 1}: {cell.differ} of "
-                    f"{cell.finished} differ ({cell.differ_p1} quiet answers from predict_one); {cell.finished} of {cell.requested} answered",
+                    f"{run.name} {cell.server} c={cell.concurrency} round {cell.round + 1}: {under_load} "
+                    f"({cell.differ_p1} quiet answers from predict_one); {cell.finished} of {cell.requested} answered",
                 )
             )
         if run.name != "medium_mlp":
             continue
         for ours in sorted({c.server for c in run.cells if is_samebits(c.server)}):
-            floor = 0.5 if ours == "samebits-binary" else 0.3
+            floor = 0.3 if ours == "samebits" else 0.5  # JSON; binary or gRPC
             for c in (16, 64):
                 ratios = [
                     r
@@ -862,6 +898,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.client = args.client or ("wrk" if wrk_load.available() else "python")
     if args.client == "python":
         args.servers = [s for s in args.servers if s != "samebits-binary"]
+    if h2load_grpc.available() is None and "samebits-grpc" in args.servers:
+        print("note: h2load is not installed (apt-get install nghttp2-client); the gRPC rows are skipped")
+        args.servers.remove("samebits-grpc")
     return args
 
 

@@ -106,9 +106,12 @@ def tensor_header(spec: Any) -> tuple[str, list[int], str]:
     return name, shape, datatype
 
 
+ITEMSIZE = {name: dtype.itemsize for name, dtype in DATATYPES.items()}
+
+
 def itemsize(datatype: str) -> int:
     """Bytes per value of ``datatype`` in the raw (binary) encoding."""
-    return torch.empty(0, dtype=DATATYPES[datatype]).element_size()
+    return ITEMSIZE[datatype]
 
 
 def from_raw(raw: bytes, datatype: str, shape: list[int]) -> torch.Tensor:
