@@ -1,0 +1,96 @@
+"""The infer route's short path (samebits.serve.fastpath): what it takes, what it leaves to
+FastAPI, and how it reads a body. The answers themselves are the REST tests' (tests/test_serve*.py
+go through it)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from samebits.serve.fastpath import BodyTooLarge, Disconnected, InferShortPath, read_body, route_path
+
+PATH = "/v2/models/m/infer"
+
+
+def messages(*chunks: bytes, disconnect: bool = False):
+    queue = [{"type": "http.request", "body": c, "more_body": i < len(chunks) - 1} for i, c in enumerate(chunks)]
+    if disconnect:
+        queue = [*queue[:1], {"type": "http.disconnect"}]
+
+    async def receive():
+        return queue.pop(0)
+
+    return receive
+
+
+def call(scope: dict, body: bytes = b"{}") -> tuple[list[str], list[dict]]:
+    seen, sent = [], []
+
+    async def app(scope, receive, send):
+        seen.append("fastapi")
+
+    async def handle(receive, headers):
+        seen.append(f"short {headers.get('x-test')} {await read_body(receive, 100)!r}")
+        return 200, {"Content-Type": "application/json"}, b'{"ok":1}'
+
+    async def send(message):
+        sent.append(message)
+
+    asyncio.run(InferShortPath(app, PATH, handle)(scope, messages(body), send))
+    return seen, sent
+
+
+def scope(method: str = "POST", path: str = PATH, root: str = "") -> dict:
+    return {"type": "http", "method": method, "path": path, "root_path": root, "headers": [(b"x-test", b"yes")]}
+
+
+def test_post_on_the_infer_path_is_answered_by_the_handler_with_a_length():
+    seen, sent = call(scope(), b'{"inputs": []}')
+    assert seen == ["short yes b'{\"inputs\": []}'"]
+    assert sent[0]["status"] == 200
+    assert (b"content-length", b"8") in sent[0]["headers"] and (b"content-type", b"application/json") in sent[0][
+        "headers"
+    ]
+    assert sent[1]["body"] == b'{"ok":1}'
+
+
+@pytest.mark.parametrize(
+    "s",
+    [scope("GET"), scope(path="/v2/models/m/ready"), scope(path="/v2/models/other/infer"), {"type": "lifespan"}],
+    ids=["get", "other-route", "other-model", "lifespan"],
+)
+def test_everything_else_goes_to_fastapi(s):
+    seen, sent = call(s)
+    assert seen == ["fastapi"] and sent == []
+
+
+def test_a_mounted_app_matches_below_its_mount_point():
+    seen, _ = call(scope(path="/api" + PATH, root="/api"))
+    assert seen[0].startswith("short")
+    assert route_path({"path": "/api" + PATH, "root_path": "/api"}) == PATH
+    assert route_path({"path": PATH}) == PATH
+
+
+def test_a_body_is_read_across_chunks_and_refused_past_the_limit():
+    assert asyncio.run(read_body(messages(b"ab", b"cd", b"e"), 5)) == b"abcde"
+    with pytest.raises(BodyTooLarge):
+        asyncio.run(read_body(messages(b"abc", b"def"), 5))
+    with pytest.raises(Disconnected):
+        asyncio.run(read_body(messages(b"ab", b"cd", disconnect=True), 100))
+
+
+def test_a_client_gone_gets_nothing_sent():
+    sent = []
+
+    async def handle(receive, headers):
+        return -1, {}, b""
+
+    async def send(message):
+        sent.append(message)
+
+    async def app(scope, receive, send):
+        raise AssertionError("not FastAPI's")
+
+    asyncio.run(InferShortPath(app, PATH, handle)(scope(), messages(b""), send))
+    assert sent == []
