@@ -24,7 +24,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
-CORPORA = [ROOT / "tests" / "lint_corpus", ROOT / "tests" / "lint_corpus_unseen"]
+CORPORA = [ROOT / "tests" / name for name in ("lint_corpus", "lint_corpus_unseen", "lint_corpus_unseen2")]
 
 
 def labels(corpus: Path) -> dict[str, dict]:

@@ -475,3 +475,22 @@ def test_a_module_level_wrapper_of_a_model_evaluated_later_is_evaluated():
     net.eval()
     """
     assert found(source) == []
+
+
+# -- discarded .to() (the second blind corpus)
+
+
+def test_a_processors_output_moved_in_place_is_no_discarded_to():
+    """transformers' BatchFeature/BatchEncoding.to() moves in place and returns itself; a tensor
+    taken out of it is a tensor again."""
+    source = """
+        import torch
+        def run(processor, speech, device):
+            inputs = processor(speech, sampling_rate=16000, return_tensors="pt")
+            inputs.to(device)
+            batch = self.tokenizer(texts, return_tensors="pt")
+            batch.to(device)
+            inputs = inputs["input_features"]
+            inputs.to(device)
+        """
+    assert [f for f in found(source) if f[0] == "SB202"] == [("SB202", 9)]

@@ -4,6 +4,7 @@ inference-without-no-grad, SB302 outputs-kept-with-grad: inference done wrong.""
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from typing import NamedTuple
 
@@ -30,6 +31,34 @@ def _is_tensorish(ctx: FileContext, node: ast.AST) -> bool:
     return False
 
 
+# A tokenizer's or processor's output (transformers' BatchEncoding/BatchFeature): its ``.to()``
+# moves the tensors in place and returns itself, so a bare ``inputs.to(device)`` is no mistake.
+_ENCODERS = re.compile(r"(^|_)(tokeni[sz]er|processor|feature_extractor|image_processor)$", re.I)
+
+
+def _encoded(ctx: FileContext, name: str, before: ast.AST) -> bool:
+    """``name``'s last binding before ``before`` (in the same function) is a tokenizer's or
+    processor's call: ``inputs = processor(audio, return_tensors="pt")``."""
+    scope = next((a for a in ctx.ancestors(before) if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    last = None
+    for node in ctx.nodes:
+        if (
+            isinstance(node, ast.Assign)
+            and node.lineno < getattr(before, "lineno", 0)
+            and any(ctx.name_of(t) == name for t in node.targets)
+            and next((a for a in ctx.ancestors(node) if isinstance(a, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+            is scope
+            and (last is None or node.lineno > last.lineno)
+        ):
+            last = node
+    if last is None or not isinstance(last.value, ast.Call):
+        return False
+    func = last.value.func
+    callee = func.attr if isinstance(func, ast.Attribute) else ast.unparse(func)
+    receiver = ast.unparse(func.value).rsplit(".", 1)[-1] if isinstance(func, ast.Attribute) else ""
+    return bool(_ENCODERS.search(callee) or _ENCODERS.search(receiver))
+
+
 def discarded_to_result(ctx: FileContext) -> Iterator[Finding]:
     for node in ctx.nodes:
         if not (
@@ -41,6 +70,8 @@ def discarded_to_result(ctx: FileContext) -> Iterator[Finding]:
         func = node.value.func
         if func.attr in MOVES and _is_tensorish(ctx, func.value):
             target = ast.unparse(func.value)
+            if func.attr == "to" and _encoded(ctx, target, node):
+                continue
             yield ctx.finding(
                 node,
                 "SB202",
