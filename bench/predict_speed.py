@@ -14,9 +14,14 @@ Targets (issue #15), ratios measured side by side in this one run on the same in
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
+
+# As `samebits predict` starts (samebits.determinism.strict_blas), before the first GEMM; the hand
+# loop runs under it too (measured: it costs nothing at 2 threads, 0.63 vs 0.67 ms on demo:mlp).
+os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
 import shutil
 import statistics
 import tempfile
@@ -115,7 +120,9 @@ def speed(spec: str, samples: int, batch: int, repeats: int, root: Path) -> None
     two = timed(lambda: run_predict(2), repeats)
     pinned = timed(lambda: run_predict(1, threads=cores), repeats)
     rate = lambda s: samples / s  # noqa: E731
-    print(f"\n{spec}: {samples} samples, batch {batch}, shards of {shard}, median of {repeats}")
+    print(
+        f"\n{spec}: {samples} samples, batch {batch}, shards of {shard}, median of {repeats}, MKL_CBWR={os.environ.get('MKL_CBWR')}"
+    )
     print(f"  hand loop              {rate(loop):>10,.0f} samples/s")
     print(f"  hand loop + save       {rate(loop_save):>10,.0f} samples/s")
     print(f"  hand loop + save, deterministic() {rate(loop_det):>10,.0f} samples/s")

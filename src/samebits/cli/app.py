@@ -120,9 +120,15 @@ def main(argv: list[str] | None = None) -> None:
     (never 1, which means "found what it looks for"), the traceback under ``--debug``. Warnings
     and logs of third-party libraries are kept off the terminal unless ``--verbose``."""
     args = list(sys.argv[1:] if argv is None else argv)
+    own = args[: args.index("--")] if "--" in args else args
     if argv is None:  # the process's own command line: --portable may start it again
         portable.ARGV = args
-    own = args[: args.index("--")] if "--" in args else args
+        # before anything runs a GEMM (MKL reads it once); only a process of its own, never a caller's
+        words = [a for a in own if not a.startswith("-")]
+        if words and words[0] in ("predict", "verify"):
+            from samebits.determinism import strict_blas
+
+            strict_blas.enter(words[0], words[1:])
     debug, verbose = "--debug" in own, "--verbose" in own
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _terminate)

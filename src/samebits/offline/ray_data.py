@@ -185,7 +185,11 @@ def run_on_ray(job: dict[str, Any], todo: list[int], done: Any, actors: int, num
     started_here = not ray.is_initialized()
     if started_here:
         ray.init(include_dashboard=False, log_to_driver=False)
-    remote: Any = ray.remote(num_cpus=num_cpus_per_actor, **ray_options(job.get("portable")))(_ShardActor)
+    options = ray_options(job.get("portable"))
+    if job.get("env"):  # the driver's MKL mode (a level's own variables win)
+        env_vars = options.setdefault("runtime_env", {}).setdefault("env_vars", {})
+        options["runtime_env"]["env_vars"] = {**job["env"], **env_vars}
+    remote: Any = ray.remote(num_cpus=num_cpus_per_actor, **options)(_ShardActor)
     handles = [remote.remote(job) for _ in range(actors)]
     try:
         for entry in ActorPool(handles).map_unordered(lambda actor, i: actor.shard.remote(i), todo):

@@ -396,6 +396,8 @@ def predict(
                         "out": str(out),
                         "expect": {k: header[k] for k in ("plan", "fingerprint_sha256", "weights_sha256")},
                         "portable": active_level(),  # Ray's actors start under it (runtime_env)
+                        # and with the MKL mode this process started under (strict_blas)
+                        "env": {k: os.environ[k] for k in ("MKL_CBWR",) if k in os.environ},
                     }
                     if engine == "ray":
                         from samebits.offline.ray_data import run_on_ray
