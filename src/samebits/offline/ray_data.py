@@ -186,9 +186,10 @@ def run_on_ray(job: dict[str, Any], todo: list[int], done: Any, actors: int, num
     if started_here:
         ray.init(include_dashboard=False, log_to_driver=False)
     options = ray_options(job.get("portable"))
-    if job.get("env"):  # the driver's MKL mode (a level's own variables win)
-        env_vars = options.setdefault("runtime_env", {}).setdefault("env_vars", {})
-        options["runtime_env"]["env_vars"] = {**job["env"], **env_vars}
+    # the driver's MKL mode (strict_blas) where it has one; a level's own variables win
+    env_vars = {**(job.get("env") or {}), **options.get("runtime_env", {}).get("env_vars", {})}
+    if env_vars:
+        options["runtime_env"] = {"env_vars": env_vars}
     remote: Any = ray.remote(num_cpus=num_cpus_per_actor, **options)(_ShardActor)
     handles = [remote.remote(job) for _ in range(actors)]
     try:

@@ -410,6 +410,8 @@ def create_app(
             metrics.requests.labels(str(status)).inc()
             metrics.latency.observe(time.monotonic() - started)
 
+    # POST here is answered by InferShortPath (below) before routing; the route stays for the
+    # OpenAPI schema and answers the same where the short path is bypassed
     @app.post("/v2/models/{model_name}/infer", openapi_extra=INFER_SCHEMA)
     async def infer(model_name: str, request: Request) -> Response:
         with counted():
