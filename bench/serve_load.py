@@ -1,46 +1,32 @@
 """``samebits serve`` under load, against LitServe's batching and plain FastAPI, side by side in one run.
 
-Run (needs the serve extra, httpx, and optionally litserve, in one environment, e.g.
-``pip install -c constraints.txt -e '.[serve]' litserve httpx``):
+Setup (docs/serve.md "Load"): ``apt-get install wrk nghttp2-client`` (the compiled load clients)
+and ``pip install -c constraints.txt -e '.[serve]' litserve==0.2.19``. Then:
 
-    python bench/serve_load.py            # 3 models x 3 servers x concurrency 1, 16, 64; 2000 requests a cell
-    python bench/serve_load.py --quick    # 300 requests, concurrency 1 and 16, small_mlp and medium_mlp
-    python bench/serve_load.py --n 500 --models medium_mlp --servers samebits,fastapi
+    python bench/serve_load.py --models medium_mlp --n 3000 --rounds 3   # the issue's targets
+    python bench/serve_load.py --quick                                   # 300 requests, c=1 and 16, the two MLPs
 
-Every server serves the same model (bench/serve_models.py) over the same JSON body (the Open
-Inference Protocol's ``{"inputs": [{"name": "x", "shape": [1, D], "datatype": "FP32", "data": [...]}]}``),
-one row per request, as a subprocess on 127.0.0.1:
+Every server serves the same model (bench/serve_models.py) over the Open Inference Protocol, one
+row per request, as a subprocess on 127.0.0.1, at ``--max-batch`` (32): ``samebits`` (JSON),
+``samebits-binary`` (the binary tensor extension both ways), ``samebits-grpc`` (``--grpc-port``),
+``samebits-isolate`` (``--isolate``), LitServe (its own batching, 5 ms) and plain FastAPI (one
+forward per request on the event loop).
 
-- samebits: ``samebits serve bench/serve_models.py:MODEL --max-batch-size 8`` (its dynamic batcher);
-- litserve: a LitAPI with LitServe's own batching (``max_batch_size=8``, ``batch_timeout=0.005``);
-- fastapi: plain FastAPI under uvicorn (one worker), one ``model(x)`` per request under inference_mode
-  (an ``async def`` handler: forwards run on the event loop, one at a time).
+The default client is ``wrk`` (bench/wrk_load.py): one thread, 32 rotating bodies, every answer
+checked inside the client against the quiet answer to its body (fetched one request at a time
+first); ``samebits-grpc`` is driven by ``h2load`` (bench/h2load_grpc.py), its bits checked with a
+gRPC client before and after the load. ``--client python`` keeps the asyncio + httpx client (N
+distinct rows, each checked against the row run alone), which on a small machine takes a core
+from the servers it measures. Per cell: req/s, p50/p99, errors, differing answers, the server's
+CPU ms per request (bench/proc_cpu.py, its whole process tree), and served rows/s over the
+offline Predictor's rows/s at the same batch size, measured in this process in the same round.
 
-The client (asyncio + httpx, as many connections as the concurrency) sends N distinct random rows
-(one fixed seed, the same for every server), each cell bounded to 60 s, and records req/s, p50 and
-p99 latency, and how many answers' bits differ from the row run alone in this process
-(``model(row[None])`` under inference_mode); for samebits also from
-``samebits.Predictor(model, example_inputs=example, max_batch_size=8).predict_one(row)``, the
-guarantee it makes.
-
-``--rounds R`` measures every server R times, each round starting with the next server, and
-judges the targets on the median over rounds (every round's value printed): on a small machine
-the same cell moves by tens of percent from one minute to the next. ``--servers`` also takes
-``samebits-isolate`` (``samebits serve --isolate``: the model in a worker process, the HTTP
-event loop alone in the server's interpreter).
-
-``--pin`` puts the client on the first core and every server on the others, so that they do
-not take turns on the same cores. ``--model-threads N`` runs every server's model at N intra-op threads (samebits ``--threads N``,
-and ``OMP_NUM_THREADS=N`` for all three): on 2 cores shared with the client, 1 leaves a core for
-the HTTP stacks. The client does no garbage collection while a cell runs (its own pauses would
-count as every server's latency).
-
-Targets (the serve issue): 0 of 2000 samebits answers differ from predict_one at every concurrency;
-on medium_mlp at concurrency 16 and 64, samebits req/s >= 1.5x LitServe's and p99 <= 0.7x
-LitServe's; at concurrency 1, samebits p50 within 1 ms of plain FastAPI's.
-
-The client shares the machine with the server: on few cores it saturates one of them at high
-concurrency, and anything else running there skews every number (the load average is printed).
+``--rounds R`` measures every server R times, each round starting with the next server; targets
+(issue #28) are judged on the median, each round's value shown: 0 answers differ; at c=16 and
+64 req/s >= 2x the better of LitServe and FastAPI, p99 <= 0.5x, CPU per request <= 0.33x
+FastAPI's; served/offline >= 0.3 with JSON and >= 0.5 with binary or gRPC at c=64; at c=1 p50
+within 1 ms of FastAPI's. ``--pin`` puts the client on the first core and the servers on the
+others; ``--model-threads N`` runs every server's model at N threads.
 """
 
 import argparse
@@ -258,7 +244,10 @@ def command(kind: str, model: str, port: int) -> list[str]:
             str(MAX_BATCH),
             *threads,
         ]
-    return [sys.executable, str(Path(__file__).resolve()), "--serve", kind, "--model", model, "--port", str(port)]
+    return [
+        *(sys.executable, str(Path(__file__).resolve()), "--serve", kind, "--model", model, "--port", str(port)),
+        *("--max-batch", str(MAX_BATCH)),  # LitServe's batch size, as samebits'
+    ]
 
 
 def _read_log(server: Server) -> None:
@@ -906,11 +895,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    global MODEL_THREADS, SERVER_CPUS, CLIENT_CPUS, CLIENT, MAX_BATCH
+    MODEL_THREADS, CLIENT, MAX_BATCH = args.model_threads, args.client, args.max_batch
     if args.serve:
         (serve_fastapi if args.serve == "fastapi" else serve_litserve)(args.model, args.port)
         return
-    global MODEL_THREADS, SERVER_CPUS, CLIENT_CPUS, CLIENT, MAX_BATCH
-    MODEL_THREADS, CLIENT, MAX_BATCH = args.model_threads, args.client, args.max_batch
     if args.pin:
         cores = sorted(os.sched_getaffinity(0))
         if len(cores) < 2:

@@ -41,7 +41,7 @@ end
 function request()
   sent = sent + 1
   local i = (sent - 1) %% #bodies + 1
-  return wrk.format("POST", "%(path)s", headers[i], bodies[i])
+  return wrk.format("POST", %(path)s, headers[i], bodies[i])
 end
 
 function response(status, hdrs, body)
@@ -116,7 +116,7 @@ def script(path: str, bodies: list[bytes], headers: list[dict[str, str]], quiet:
         "headers": ", ".join(map(lua_headers, headers)),
         "quiet": ", ".join(map(lua_string, quiet)),
         "limit": limit,
-        "path": path,
+        "path": lua_string(path.encode()),
         "result": RESULT,
         "reached": REACHED,
     }
@@ -166,8 +166,9 @@ def run(
     if exe is None:
         raise RuntimeError("wrk is not installed (Debian: apt-get install wrk)")
     parts = urllib.parse.urlsplit(url)
+    text = script(parts.path + (f"?{parts.query}" if parts.query else ""), bodies, headers, quiet, limit)
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
-        f.write(script(parts.path, bodies, headers, quiet, limit))
+        f.write(text)
     try:
         cmd = [exe, "-t1", f"-c{concurrency}", f"-d{max(1, round(limit_s))}s", "--timeout", f"{round(limit_s)}s"]
         cmd += ["-s", f.name, f"{parts.scheme}://{parts.netloc}"]

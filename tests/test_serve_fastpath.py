@@ -94,3 +94,33 @@ def test_a_client_gone_gets_nothing_sent():
 
     asyncio.run(InferShortPath(app, PATH, handle)(scope(), messages(b""), send))
     assert sent == []
+
+
+def test_a_repeated_header_gives_its_first_value_as_starlette_does():
+    got = []
+
+    async def handle(receive, headers):
+        got.append(headers["inference-header-content-length"])
+        return 200, {}, b""
+
+    async def send(message):
+        pass
+
+    s = {**scope(), "headers": [(b"inference-header-content-length", b"2"), (b"inference-header-content-length", b"9")]}
+    asyncio.run(InferShortPath(None, PATH, handle)(s, messages(b""), send))  # type: ignore[arg-type]
+    assert got == ["2"]
+
+
+@pytest.mark.parametrize("depth, refused", [(63, False), (64, True)])
+def test_a_request_nested_past_the_limit_is_refused_as_before(depth, refused):
+    """64 levels of containers around a value is 65 levels: refused, by orjson's path as by json's."""
+    from samebits.files import BadJson, parse_json
+    from samebits.serve.protocol import parse_request_json
+
+    text = b"[" * depth + b"1" + b"]" * depth
+    for parse in (parse_json, parse_request_json):
+        if refused:
+            with pytest.raises(BadJson, match="nested more than 64 levels"):
+                parse(text)
+        else:
+            assert parse(text) is not None

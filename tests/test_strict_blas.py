@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from samebits.determinism import strict_blas
+from samebits.cli import strict_blas
 from tests.conftest import run_cli, run_python, scrubbed_env
 
 EQUAL_AT_1_AND_ALL = """
@@ -33,12 +33,28 @@ def test_predict_runs_strict_and_verify_as_the_run_did(monkeypatch, tmp_path):
     assert strict_blas.choose("predict", []) == "AUTO,STRICT"
     assert strict_blas.choose("check", ["demo:mlp"]) is None
     assert strict_blas.choose("verify", [str(tmp_path)]) is None  # no manifest: a golden's verify
-    (tmp_path / "manifest.json").write_text(json.dumps({"fingerprint": {"env": {"MKL_CBWR": "AUTO,STRICT"}}}))
+    manifest = {"kind": "predict", "fingerprint": {"env": {"MKL_CBWR": "AUTO,STRICT"}}}
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
     assert strict_blas.choose("verify", ["--shards", "2", str(tmp_path)]) == "AUTO,STRICT"
-    (tmp_path / "manifest.json").write_text("[" * 100 + "]" * 100)  # unreadable: verify says so itself
-    assert strict_blas.choose("verify", [str(tmp_path)]) is None
+    for other in (
+        {**manifest, "fingerprint": {"env": {"MKL_CBWR": "AVX2,STRICT"}}},  # a portable level's: --portable's
+        {**manifest, "kind": "golden"},
+        {**manifest, "fingerprint": "x"},  # edited: verify words it, never a traceback here
+    ):
+        (tmp_path / "manifest.json").write_text(json.dumps(other))
+        assert strict_blas.choose("verify", [str(tmp_path)]) is None
+    (tmp_path / "manifest.json").write_text("[" * 100 + "]" * 100)
+    assert strict_blas.choose("verify", [str(tmp_path), "x" * 5000]) is None
     monkeypatch.setenv("MKL_CBWR", "COMPATIBLE")
     assert strict_blas.choose("predict", []) is None  # the user's value is kept
+
+
+def test_choosing_imports_no_torch():
+    ran = run_python(
+        "import sys\nfrom samebits.cli import strict_blas\nstrict_blas.enter(['verify', '.'])\n"
+        "print('torch' in sys.modules)"
+    )
+    assert ran.stdout.strip() == "False", ran.stderr
 
 
 @pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="one core: there is no thread count to choose")
@@ -58,7 +74,7 @@ def test_a_predict_process_records_the_strict_mode_and_its_thread_plan_follows(t
     # verify starts under the recorded mode (a fresh process without the variable)
     verified = run_cli("verify", str(out), timeout=300)
     assert verified.returncode == 0, verified.stdout + verified.stderr
-    # a user's own value is kept, recorded, and verify then runs under the recorded one too
+    # a user's own value is kept and recorded
     other = tmp_path / "other"
     ran = run_cli(
         "predict",

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
-from samebits.errors import UserError
+from samebits.errors import UserError, first_line
 
 
 def file_mode() -> int:
@@ -169,21 +169,7 @@ class BadJson(ValueError):
 
 
 def parse_json(text: str | bytes) -> Any:
-    """``text`` parsed, at most :data:`MAX_JSON_DEPTH` levels deep; :class:`BadJson` otherwise.
-    orjson parses where it is installed (4-5x faster on a request's floats); what it refuses
-    (NaN and Infinity, which Python's json reads, and every error) goes to json for the answer."""
-    if _fast_loads is None:
-        return parse_json_slow(text)
-    try:
-        data = _fast_loads(text)
-    except ValueError:  # orjson's JSONDecodeError: Python's json decides and words it
-        return parse_json_slow(text)
-    check_depth(data)
-    return data
-
-
-def parse_json_slow(text: str | bytes) -> Any:
-    """:func:`parse_json` with Python's json alone."""
+    """``text`` parsed, at most :data:`MAX_JSON_DEPTH` levels deep; :class:`BadJson` otherwise."""
     try:
         data = json.loads(text)
     except RecursionError:
@@ -192,6 +178,8 @@ def parse_json_slow(text: str | bytes) -> Any:
         raise BadJson("not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise BadJson(f"not JSON ({exc.msg} at line {exc.lineno})") from None
+    except ValueError as exc:  # an integer longer than Python converts (4300 digits)
+        raise BadJson(f"not JSON samebits reads ({first_line(exc)})") from None
     check_depth(data)
     return data
 
@@ -200,10 +188,13 @@ _CONTAINERS = {dict, list}
 
 
 def check_depth(data: Any) -> None:
-    """:class:`BadJson` where ``data`` nests deeper than :data:`MAX_JSON_DEPTH`; a list of plain
-    values is looked at by type in one pass (a request's thousands of floats)."""
-    level, depth = [data], 0
-    while level:
+    """:class:`BadJson` where ``data`` nests deeper than :data:`MAX_JSON_DEPTH` levels (a value
+    inside a container is one level below it, scalars included); a list of plain values is looked
+    at by type in one pass (a request's thousands of floats)."""
+    level, depth = [data], 1
+    while True:
+        if not any(isinstance(x, (dict, list)) and x for x in level):
+            return  # nothing below this level
         depth += 1
         if depth > MAX_JSON_DEPTH:
             raise BadJson(f"nested more than {MAX_JSON_DEPTH} levels deep")
@@ -212,18 +203,9 @@ def check_depth(data: Any) -> None:
             values = x.values() if isinstance(x, dict) else x if isinstance(x, list) else ()
             if not _CONTAINERS.isdisjoint(map(type, values)):
                 deeper.extend(v for v in values if isinstance(v, (dict, list)))
+        if not deeper:
+            return
         level = deeper
-
-
-def _orjson_loads() -> Callable[[str | bytes], Any] | None:
-    try:
-        import orjson
-    except ImportError:
-        return None
-    return orjson.loads
-
-
-_fast_loads = _orjson_loads()
 
 
 def read_json(path: Path) -> Any:

@@ -17,6 +17,7 @@ import typer
 
 from samebits import errors
 from samebits._version import __version__
+from samebits.cli import strict_blas
 from samebits.cli import (
     bench,
     cache,
@@ -123,12 +124,7 @@ def main(argv: list[str] | None = None) -> None:
     own = args[: args.index("--")] if "--" in args else args
     if argv is None:  # the process's own command line: --portable may start it again
         portable.ARGV = args
-        # before anything runs a GEMM (MKL reads it once); only a process of its own, never a caller's
-        words = [a for a in own if not a.startswith("-")]
-        if words and words[0] in ("predict", "verify"):
-            from samebits.determinism import strict_blas
-
-            strict_blas.enter(words[0], words[1:])
+        strict_blas.enter(args)  # before any GEMM (MKL reads it once); never in a caller's process
     debug, verbose = "--debug" in own, "--verbose" in own
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, _terminate)

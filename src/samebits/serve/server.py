@@ -179,8 +179,9 @@ def run_loop(main: Coroutine[Any, Any, None], fast: bool) -> None:
         except ImportError:
             pass
         else:
-            uvloop.run(main)
-            return
+            if hasattr(uvloop, "run"):  # uvloop >= 0.18
+                uvloop.run(main)
+                return
     asyncio.run(main)
 
 
