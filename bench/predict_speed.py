@@ -3,7 +3,8 @@
 Run: python bench/predict_speed.py [--quick]
 
 Targets (issue #15), ratios measured side by side in this one run on the same input files:
-- samples/s of `samebits.offline.predict` >= 0.95x a hand loop (`for batch in loader:
+- samples/s of `samebits.offline.predict` >= 0.95x a hand loop (demo:mlp, demo:cnn, the medium
+  MLP, the small CNN, BERT) (`for batch in loader:
   model(batch)` under inference_mode, the same batch size), with per-sample bits that do not
   depend on the batch size; the loop is also timed writing its outputs as samebits does;
 - the hand loop is also timed under `samebits.deterministic()` (the switches the Predictor sets):
@@ -32,7 +33,7 @@ import numpy as np
 import torch
 
 from samebits.determinism import deterministic
-from samebits.models import load_model
+from samebits.models import ModelInputs, load_model
 from samebits.offline import predict
 
 HERE = Path(__file__).resolve().parent
@@ -43,11 +44,44 @@ def rss_mb() -> float:
         return int(f.read().split()[1]) * 4096 / 2**20
 
 
-def write_inputs(folder: Path, example: torch.Tensor, samples: int, files: int) -> None:
+def write_inputs(folder: Path, example: ModelInputs, samples: int, files: int) -> None:
+    """``files`` input files of ``samples`` in all, shaped like ``example``: one positional tensor
+    as ``.npy`` (random normal), keyword inputs as ``.safetensors`` (the example's rows cycled,
+    integer ids drawn afresh where the example is not 0, so a padding mask keeps its zeros)."""
+    from safetensors.torch import save_file
+
     gen = torch.Generator().manual_seed(0)
     per = samples // files
+    first = example.args[0] if example.args else None
     for i in range(files):
-        np.save(folder / f"part{i:03d}.npy", torch.randn(per, *example.shape[1:], generator=gen).numpy())
+        if first is not None:
+            np.save(folder / f"part{i:03d}.npy", torch.randn(per, *first.shape[1:], generator=gen).numpy())
+            continue
+        rows = torch.arange(per) % len(next(iter(example.kwargs.values())))
+        part = {}
+        for name, t in example.kwargs.items():
+            t = t[rows]
+            if not t.is_floating_point() and "mask" not in name:
+                t = torch.randint(1, int(t.max()) + 1, t.shape, generator=gen) * (t != 0)
+            part[name] = t.contiguous()
+        save_file(part, str(folder / f"part{i:03d}.safetensors"))
+
+
+def _load(path: Path) -> tuple[tuple, dict]:
+    if path.suffix == ".npy":
+        return (torch.from_numpy(np.load(path)),), {}
+    from safetensors.torch import load_file
+
+    return (), load_file(str(path))
+
+
+def _tensors(output) -> dict:
+    """An output's tensors by name (a tensor, or a dict-like output such as transformers')."""
+    return (
+        {"output": output}
+        if isinstance(output, torch.Tensor)
+        else {k: v for k, v in output.items() if isinstance(v, torch.Tensor)}
+    )
 
 
 def hand_loop(model: torch.nn.Module, folder: Path, batch: int, out: Path | None) -> int:
@@ -56,12 +90,19 @@ def hand_loop(model: torch.nn.Module, folder: Path, batch: int, out: Path | None
 
     done = 0
     with torch.inference_mode():
-        for i, path in enumerate(sorted(folder.glob("*.npy"))):
-            x = torch.from_numpy(np.load(path))
-            outputs = [model(x[a : a + batch]) for a in range(0, len(x), batch)]
+        for i, path in enumerate(sorted(p for p in folder.iterdir() if p.suffix in (".npy", ".safetensors"))):
+            args, kwargs = _load(path)
+            n = len((*args, *kwargs.values())[0])
+            outputs = [
+                _tensors(model(*(x[a : a + batch] for x in args), **{k: v[a : a + batch] for k, v in kwargs.items()}))
+                for a in range(0, n, batch)
+            ]
             if out is not None:
-                save_file({"output": torch.cat(outputs).contiguous()}, str(out / f"part{i:03d}.safetensors"))
-            done += len(x)
+                save_file(
+                    {k: torch.cat([o[k] for o in outputs]).contiguous() for k in outputs[0]},
+                    str(out / f"part{i:03d}.safetensors"),
+                )
+            done += n
     return done
 
 
@@ -77,7 +118,7 @@ def timed(fn, repeats: int) -> float:
 def speed(spec: str, samples: int, batch: int, repeats: int, root: Path) -> None:
     loaded = load_model(spec)
     model = loaded.model.eval()
-    example = loaded.example_inputs.args[0]
+    example = ModelInputs.from_example(loaded.example_inputs)
     folder = root / f"in-{Path(spec).name.replace(':', '-')}"
     folder.mkdir()
     write_inputs(folder, example, samples, 10)
@@ -87,7 +128,7 @@ def speed(spec: str, samples: int, batch: int, repeats: int, root: Path) -> None
     def run_predict(workers: int, half: bool = False, threads: int | None = None) -> dict:
         out = root / "out"
         shutil.rmtree(out, ignore_errors=True)
-        inputs = [str(p) for p in sorted(folder.glob("*.npy"))]
+        inputs = [str(p) for p in sorted(folder.iterdir())]
         inputs = inputs[: len(inputs) // 2] if half else inputs
         predict(
             spec,
@@ -101,17 +142,18 @@ def speed(spec: str, samples: int, batch: int, repeats: int, root: Path) -> None
         )
         return json.loads((out / "manifest.json").read_text())["threads"]
 
-    def run_loop(save: bool) -> None:
+    def run_loop(save: bool, build: bool = False) -> None:
         out = root / "loop"
         shutil.rmtree(out, ignore_errors=True)
         out.mkdir()
-        hand_loop(model, folder, batch, out if save else None)
+        hand_loop(load_model(spec).model.eval() if build else model, folder, batch, out if save else None)
 
     plan = run_predict(1)  # calibration cached, as for any second run
     cores = os.cpu_count() or 1
     run_predict(1, threads=cores)
     loop = timed(lambda: run_loop(False), repeats)
     loop_save = timed(lambda: run_loop(True), repeats)
+    program = timed(lambda: run_loop(True, build=True), repeats)  # the whole script: build the model too
     with deterministic(0):  # the switches the Predictor sets (oneDNN deterministic mode, ...)
         loop_det = timed(lambda: run_loop(True), repeats)
     one = timed(lambda: run_predict(1), repeats)
@@ -126,9 +168,10 @@ def speed(spec: str, samples: int, batch: int, repeats: int, root: Path) -> None
     print(f"  hand loop              {rate(loop):>10,.0f} samples/s")
     print(f"  hand loop + save       {rate(loop_save):>10,.0f} samples/s")
     print(f"  hand loop + save, deterministic() {rate(loop_det):>10,.0f} samples/s")
+    print(f"  hand script (model built from the spec, loop, save) {rate(program):>10,.0f} samples/s")
     print(
         f"  samebits predict       {rate(one):>10,.0f} samples/s   {loop / one:.2f}x loop, {loop_save / one:.2f}x loop+save, "
-        f"{loop_det / one:.2f}x loop+save under deterministic()"
+        f"{loop_det / one:.2f}x loop+save under deterministic(), {program / one:.2f}x the hand script"
     )
     print(
         f"  predict, past start-up {rate(marginal):>10,.0f} samples/s   {loop_det / marginal:.2f}x loop+save under "
@@ -145,7 +188,7 @@ def memory(samples: int, root: Path) -> None:
     loaded = load_model("demo:mlp")
     folder = root / "in-memory"
     folder.mkdir()
-    write_inputs(folder, loaded.example_inputs.args[0], samples, 100)
+    write_inputs(folder, ModelInputs.from_example(loaded.example_inputs), samples, 100)
     readings: list[tuple[int, float]] = []
     predict(
         "demo:mlp",
@@ -172,6 +215,7 @@ def main() -> None:
         speed("demo:cnn", samples // 4, 64, repeats, root)
         speed(f"{HERE / 'serve_models.py'}:medium_mlp", samples // 4, 64, repeats, root)
         speed(f"{HERE / 'serve_models.py'}:small_cnn", samples // 8, 64, repeats, root)
+        speed(f"{HERE / 'predict_models.py'}:bert", samples // 8, 64, repeats, root)
         memory(big, root)
 
 

@@ -42,7 +42,7 @@ def inputs(tmp_path_factory):
 
 def digests(out: Path) -> list[str]:
     manifest = json.loads((out / "manifest.json").read_text())
-    return [d for shard in manifest["shards"] for d in shard["sample_sha256"]]
+    return [d for shard in manifest["shards"] for d in shard["sample_xxh3_128"]]
 
 
 def shard_bytes(out: Path) -> dict[str, bytes]:
@@ -174,7 +174,7 @@ def test_bad_input_stops_with_the_file_named_and_keeps_complete_shards(inputs, t
     last = manifest["shards"][-1]
     assert [s["samples"] for s in manifest["shards"]] == [100, 100, 100, 100, 55]
     assert [(s["sample"], s["row"]) for s in last["skipped"]] == [(455 + r, r) for r in range(10)]
-    assert digests(tmp_path / "o3") == digests(tmp_path / "o2") + last["sample_sha256"]
+    assert digests(tmp_path / "o3") == digests(tmp_path / "o2") + last["sample_xxh3_128"]
 
 
 def test_verify_recomputes_shards_and_names_the_one_that_differs(inputs, tmp_path):
@@ -184,7 +184,7 @@ def test_verify_recomputes_shards_and_names_the_one_that_differs(inputs, tmp_pat
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout.count(": identical") == 3 and "shard 0 " in ok.stdout and "shard 9 " in ok.stdout
     manifest = json.loads((out / "manifest.json").read_text())
-    manifest["shards"][9]["sample_sha256"][17] = "0" * 64  # as if this machine computed other bits
+    manifest["shards"][9]["sample_xxh3_128"][17] = "0" * 32  # as if this machine computed other bits
     (out / "manifest.json").write_text(json.dumps(manifest))
     bad = run_cli("verify", str(out), SPEC, "--shards", "2")
     assert bad.returncode == 1 and "shard 9 (100 samples): differs from sample 917" in bad.stdout
@@ -276,7 +276,7 @@ def test_verify_reads_every_shard_file_and_edited_manifests_are_one_line(inputs,
     assert "shard 5: its file shard-000005.safetensors is not the one the run wrote" in bad.stdout
     manifest = json.loads((out / "manifest.json").read_text())
     del manifest["shards"][1]["samples"]  # an edited entry is redone, not trusted
-    manifest["shards"][3]["sample_sha256"] = "x"
+    manifest["shards"][3]["sample_xxh3_128"] = "x"
     (out / "manifest.json").write_text(json.dumps(manifest))
     report = predict(SPEC, [str(inputs)], out, shard_size=100, resume=True)
     assert report.computed == 4  # the two edited entries and the two bad files

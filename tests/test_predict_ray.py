@@ -47,7 +47,7 @@ def test_block_sizes_and_actors_give_the_local_bits(local_ray, samples, tmp_path
     np.save(tmp_path / "x.npy", samples.numpy())
     predict(SPEC, [str(tmp_path / "x.npy")], tmp_path / "local", shard_size=N)
     manifest = json.loads((tmp_path / "local" / "manifest.json").read_text())
-    local = manifest["shards"][0]["sample_sha256"]
+    local = manifest["shards"][0]["sample_xxh3_128"]
     ds = ray.data.from_items([{"id": i, "x": row.numpy()} for i, row in enumerate(samples)])
     for block in (7, 64):
         for actors in (1, 2):

@@ -27,7 +27,7 @@ CONV = f"{HERE / 'predict_models.py'}:conv"
 
 def digests(out: Path) -> list[str]:
     manifest = json.loads((out / "manifest.json").read_text())
-    return [d for shard in manifest["shards"] for d in shard["sample_sha256"]]
+    return [d for shard in manifest["shards"] for d in shard["sample_xxh3_128"]]
 
 
 @pytest.fixture(scope="module")

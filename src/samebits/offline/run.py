@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import json
 import os
 import time
@@ -28,7 +27,7 @@ import numpy as np
 from samebits.determinism.portable import active_level
 from samebits.errors import UserError, first_line
 from samebits.limits import batch_rows, max_threads, thread_count
-from samebits.files import BadJson, FolderBusy, atomic_write, exclusive, folder_state, read_json, sha256_file
+from samebits.files import BadJson, FolderBusy, atomic_write, exclusive, folder_state, read_json, xxh3_file
 from samebits.measure.batching import batch_size_of, join_outputs, take_rows
 from samebits.measure.prepare import check_device, device_kind
 from samebits.models.inputs import ModelInputs
@@ -45,7 +44,9 @@ if TYPE_CHECKING:
 
 # 2: shards are ranges of the input samples; skipped samples; threads per worker
 # 3: input files digested with xxh3-128 (change detection; sha256 was 10x slower on 20 us/sample models)
-SCHEMA_VERSION = 3
+# 4: shard files and per-sample outputs digested with xxh3-128 (`xxh3_128`, `sample_xxh3_128`): sha256
+#    per sample was 10% of a demo:mlp run, sha256 of the shard files 4% of a BERT run
+SCHEMA_VERSION = 4
 MANIFEST = "manifest.json"
 LOCK = ".samebits-predict.lock"  # held while a run writes; a second run into the folder is refused
 DEFAULT_SHARD = 1000
@@ -81,23 +82,20 @@ def shard_name(index: int) -> str:
 
 
 def sample_digests(leaves: dict[str, Any], rows: int) -> list[str]:
-    """One sha256 per sample over every output path's row (names, dtypes, shapes, exact bits;
-    NaNs canonical), each tensor's bytes read once."""
-    parts = []
+    """One xxh3-128 per sample over every output path's row (exact bits, NaNs canonical), seeded
+    with the paths' names, dtypes and shapes: one C call per sample, each tensor's bytes read once."""
+    import xxhash
+
+    heads, parts = [], []
     for path in sorted(leaves):
         t = leaves[path]
+        heads.append(f"{path}|{t.dtype}|{tuple(t.shape[1:])}|")
         data = np.frombuffer(tensor_bytes(t.contiguous()), dtype=np.uint8)
-        parts.append(
-            (f"{path}|{t.dtype}|{tuple(t.shape[1:])}|".encode(), data.reshape(rows, len(data) // max(rows, 1)))
-        )
-    out = []
-    for i in range(rows):
-        h = hashlib.sha256()
-        for head, data in parts:
-            h.update(head)
-            h.update(data[i])
-        out.append(h.hexdigest())
-    return out
+        parts.append(data.reshape(rows, len(data) // max(rows, 1)))
+    seed = xxhash.xxh3_64_intdigest("".join(heads).encode())
+    joined = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)  # rows have fixed widths
+    digest = xxhash.xxh3_128_hexdigest
+    return [digest(row, seed) for row in joined]
 
 
 def open_dataset(
@@ -138,13 +136,12 @@ def header_of(
 ) -> dict[str, Any]:
     from samebits.fingerprint.diff import bit_relevant_digest
     from samebits.offline.workers import compared_threads
-    from samebits.runtime.cache import weights_digest
 
     return {
         "schema_version": SCHEMA_VERSION,
         "kind": "predict",
         "model": spec,
-        "weights_sha256": weights_digest(predictor.model),
+        "weights_sha256": predictor.weights_sha256,
         "fingerprint_sha256": bit_relevant_digest(predictor.fingerprint),
         "fingerprint": predictor.fingerprint,  # in full, for verify to say what changed
         "plan": predictor.plan.describe(),
@@ -198,7 +195,7 @@ def _resumable(out: Path, header: dict[str, Any]) -> dict[int, dict[str, Any]]:
     return {e["index"]: e for e in shards if is_entry(e)} if isinstance(shards, list) else {}
 
 
-_ENTRY = {"index": int, "start": int, "stop": int, "samples": int, "sha256": str, "sample_sha256": list}
+_ENTRY = {"index": int, "start": int, "stop": int, "samples": int, "xxh3_128": str, "sample_xxh3_128": list}
 
 
 def is_entry(entry: Any) -> bool:
@@ -207,7 +204,7 @@ def is_entry(entry: Any) -> bool:
         isinstance(entry, dict)
         and entry.get("status") == "complete"
         and all(isinstance(entry.get(k), t) and not isinstance(entry.get(k), bool) for k, t in _ENTRY.items())
-        and len(entry["sample_sha256"]) == entry["samples"]
+        and len(entry["sample_xxh3_128"]) == entry["samples"]
     )
 
 
@@ -357,7 +354,7 @@ def predict(
                     entry
                     and (entry.get("start"), entry.get("stop")) == (start, stop)
                     and path.is_file()
-                    and sha256_file(path) == entry.get("sha256")
+                    and xxh3_file(path) == entry.get("xxh3_128")
                 ):
                     shards[index] = entry  # complete, and its file unchanged
                 else:
@@ -443,8 +440,8 @@ def compute_shard(
         "stop": stop,
         "samples": rows,
         "file": path.name,
-        "sha256": sha256_file(path),
-        "sample_sha256": sample_digests(tensors, rows),
+        "xxh3_128": xxh3_file(path),
+        "sample_xxh3_128": sample_digests(tensors, rows),
         "status": "complete",
     }
     if skipped:
@@ -455,18 +452,19 @@ def compute_shard(
 def run_shard(predictor: Runner, shard: ModelInputs, rows: int, batch_size: int, start: int) -> dict[str, Any]:
     """One shard's outputs ``{path: tensor}``, run in chunks of ``batch_size``."""
     outputs, sizes = [], []
-    for a in range(0, rows, batch_size):
-        b = min(a + batch_size, rows)
-        try:
-            outputs.append(predictor.predict(take_rows(shard, a, b)))
-        except UserError:
-            raise
-        except Exception as exc:
-            raise UserError(
-                f"the model's forward raised on rows {a}..{b - 1} of the shard from sample {start}: "
-                f"{first_line(exc, with_type=True)}"
-            ) from None
-        sizes.append(b - a)
+    with getattr(predictor, "running", contextlib.nullcontext)():  # a Predictor: the switches set once
+        for a in range(0, rows, batch_size):
+            b = min(a + batch_size, rows)
+            try:
+                outputs.append(predictor.predict(take_rows(shard, a, b)))
+            except UserError:
+                raise
+            except Exception as exc:
+                raise UserError(
+                    f"the model's forward raised on rows {a}..{b - 1} of the shard from sample {start}: "
+                    f"{first_line(exc, with_type=True)}"
+                ) from None
+            sizes.append(b - a)
     output = join_outputs(outputs, sizes) if len(outputs) > 1 else outputs[0]
     leaves = flatten(output)
     bad = [p or "<output>" for p, t in leaves.items() if not hasattr(t, "shape") or not t.dim() or t.shape[0] != rows]

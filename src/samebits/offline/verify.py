@@ -10,7 +10,7 @@ from typing import Any
 
 from samebits.errors import UserError
 from samebits.limits import batch_rows
-from samebits.files import BadJson, read_json, sha256_file
+from samebits.files import BadJson, read_json, xxh3_file
 from samebits.models.spec import is_data_only_spec
 from samebits.models.target import as_loaded
 from samebits.offline.images import ImagePrep
@@ -92,8 +92,8 @@ def _file_problems(out: Path, entries: list[dict[str, Any]]) -> list[str]:
         path = out / shard_name(e["index"])
         if not path.is_file():
             problems.append(f"shard {e['index']}: its file {path.name} is missing")
-        elif sha256_file(path) != e["sha256"]:
-            problems.append(f"shard {e['index']}: its file {path.name} is not the one the run wrote (sha256 differs)")
+        elif xxh3_file(path) != e["xxh3_128"]:
+            problems.append(f"shard {e['index']}: its file {path.name} is not the one the run wrote (its digest differs)")
     return problems
 
 
@@ -157,9 +157,9 @@ def _verify(out: Path, manifest: dict[str, Any], model_or_spec: Any, shards: int
             entry = done[index]
             tensors, rows, _ = shard_outputs(predictor, dataset, entry["start"], entry["stop"], manifest["batch_size"])
             got = sample_digests(tensors, rows)
-            first = next((i for i, (a, b) in enumerate(zip(got, entry["sample_sha256"])) if a != b), None)
-            if first is None and len(got) != len(entry["sample_sha256"]):
-                first = min(len(got), len(entry["sample_sha256"]))
+            first = next((i for i, (a, b) in enumerate(zip(got, entry["sample_xxh3_128"])) if a != b), None)
+            if first is None and len(got) != len(entry["sample_xxh3_128"]):
+                first = min(len(got), len(entry["sample_xxh3_128"]))
             checked.append(ShardCheck(index, entry["samples"], None if first is None else entry["start"] + first))
     found = [c.to_dict() for c in changes if c.affects_bits]
     if plan != manifest["plan"]:

@@ -137,7 +137,6 @@ class ShardWorker:
         from samebits.offline.images import ImagePrep
         from samebits.offline.run import example_of, open_dataset
         from samebits.offline.sources import InputFile
-        from samebits.runtime.cache import weights_digest
         from samebits.runtime.predictor import Predictor
 
         self.job = job
@@ -158,7 +157,7 @@ class ShardWorker:
         self.identity = {
             "plan": self.predictor.plan.describe(),
             "fingerprint_sha256": bit_relevant_digest(self.predictor.fingerprint),
-            "weights_sha256": weights_digest(self.predictor.model),
+            "weights_sha256": self.predictor.weights_sha256,
         }
         checked = [k for k in self.identity if check_fingerprint or k != "fingerprint_sha256"]
         differs = [k for k in checked if self.identity[k] != job["expect"][k]]

@@ -221,6 +221,7 @@ def plan_key(owner: Predictor, names: tuple[str, ...], allow_drift: bool) -> str
             "allow_backend_drift": allow_drift,
             "device": device_identity(owner.device),
         },
+        weights=owner.weights_sha256,
     )
 
 

@@ -40,10 +40,34 @@ def weights_digest(model: Any) -> str:
     return h.hexdigest()
 
 
-def code_digest(model: Any) -> str:
-    """The model's structure: its module tree (types and their source where available)."""
+_SOURCES: dict[tuple[str, int, int], str] = {}  # (file, mtime_ns, size) -> sha256 of its bytes
+
+
+def _source_digest(cls: type) -> str | None:
+    """sha256 of the file that defines ``cls`` (the whole module: helpers its methods call
+    included), memoized by path, mtime and size; ``None`` where it has no source file."""
     import inspect
 
+    try:
+        path = inspect.getsourcefile(cls)
+        if path is None:
+            return None
+        st = os.stat(path)
+    except (TypeError, OSError):
+        return None
+    key = (path, st.st_mtime_ns, st.st_size)
+    if key not in _SOURCES:
+        try:
+            _SOURCES[key] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+        except OSError:
+            return None
+    return _SOURCES[key]
+
+
+def code_digest(model: Any) -> str:
+    """The model's structure: its module tree (types, and the source files that define them;
+    measured: one ``inspect.getsource`` per class parsed transformers' modeling file 17 times,
+    0.26 s of a 0.76 s predict run of a tiny BERT)."""
     h = hashlib.sha256(repr(model).encode())
     seen = set()
     for module in model.modules() if isinstance(model, torch.nn.Module) else []:
@@ -51,16 +75,15 @@ def code_digest(model: Any) -> str:
         if cls in seen:
             continue
         seen.add(cls)
-        h.update(f"{cls.__module__}.{cls.__qualname__}".encode())
-        with contextlib.suppress(TypeError, OSError):
-            h.update(inspect.getsource(cls).encode())
+        h.update(f"{cls.__module__}.{cls.__qualname__}={_source_digest(cls)};".encode())
     return h.hexdigest()
 
 
-def artifact_key(model: Any, parts: dict[str, Any]) -> str:
-    """A content hash of the weights, the code, and ``parts`` (shapes, dtypes, backend, versions)."""
+def artifact_key(model: Any, parts: dict[str, Any], weights: str | None = None) -> str:
+    """A content hash of the weights (``weights``: their :func:`weights_digest` where the caller
+    has it), the code, and ``parts`` (shapes, dtypes, backend, versions)."""
     payload = {
-        "weights": weights_digest(model),
+        "weights": weights or weights_digest(model),
         "code": code_digest(model),
         "torch": torch.__version__,
         "samebits": __version__,

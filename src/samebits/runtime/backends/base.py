@@ -59,6 +59,9 @@ class Backend:
     # its CPU kernels follow the variables a portable level sets (MKL, oneDNN, ATen); a backend
     # with its own instruction-set dispatch does not, and is not run under a level
     portable_cpu: ClassVar[bool] = True
+    # its forward is the eager model's own Python forward, whose every aten call a dispatcher probe
+    # sees (runtime/fill.py); elsewhere the fill of uninitialized memory stays as the profile set it
+    eager_dispatch: ClassVar[bool] = False
 
     def unavailable(self, device: str) -> str | None:
         """Why the backend cannot run here on ``device``, or ``None`` where it can."""

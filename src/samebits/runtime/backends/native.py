@@ -13,6 +13,7 @@ from samebits.runtime.backends.base import Backend, Built, BuildJob
 
 class Eager(Backend):
     name = "eager"
+    eager_dispatch = True
 
     def build(self, job: BuildJob) -> Built:
         return Built(job.model)

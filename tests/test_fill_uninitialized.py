@@ -1,0 +1,123 @@
+"""The deterministic profile's fill of uninitialized memory, kept only for forwards that ask for
+such memory (runtime/fill.py): a probe at setup, a per-forward switch safe across threads."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+from torch import nn
+
+import samebits
+from samebits.runtime.fill import asks_for_uninitialized, filling
+
+
+def flag() -> bool:
+    return bool(torch.utils.deterministic.fill_uninitialized_memory)
+
+
+class Clean(nn.Module):
+    """Records the flag as its forward saw it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 3)
+        self.seen: list[bool] = []
+
+    def forward(self, x):
+        self.seen.append(flag())
+        return torch.relu(self.lin(x)).cumsum(1)
+
+
+class ReadsGarbage(nn.Module):
+    """Writes two of four columns of a ``torch.empty`` buffer and sums all four."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[bool] = []
+
+    def forward(self, x):
+        self.seen.append(flag())
+        out = torch.empty(x.shape[0], 4)
+        out[:, :2] = x[:, :2]
+        return out.sum(1, keepdim=True)
+
+
+@pytest.mark.parametrize(
+    ("forward", "asked"),
+    [
+        (lambda x: torch.relu(x @ x.T).softmax(-1), None),
+        (lambda x: nn.functional.conv1d(x[None], torch.ones(2, 4, 3)), None),
+        (lambda x: torch.empty(3, 4) + x[:3], "aten.empty"),
+        (lambda x: x.new_empty(2, 4), "aten.new_empty"),
+        (lambda x: torch.empty_like(x), "aten.empty_like"),
+        (lambda x: x.clone().resize_(10, 4), "aten.resize_"),
+        (lambda x: torch.empty_strided((2, 2), (1, 2)), "aten.empty_strided"),
+    ],
+)
+def test_the_probe_names_the_first_request_for_uninitialized_memory(forward, asked):
+    x = torch.randn(4, 4)
+    with torch.inference_mode():
+        assert asks_for_uninitialized(lambda: forward(x)) == asked
+
+
+def test_a_forward_the_probe_cannot_follow_keeps_the_fill():
+    def boom():
+        raise RuntimeError("no")
+
+    assert asks_for_uninitialized(boom) == "a forward the probe could not follow (RuntimeError)"
+
+
+def test_a_clean_model_runs_without_the_fill_a_garbage_reader_with_it(tmp_path):
+    clean, garbage = Clean(), ReadsGarbage()
+    x = torch.randn(8, 4)
+    with samebits.Predictor(clean, example_inputs=x, cache_dir=tmp_path) as p:
+        assert flag()  # the profile's value outside the forwards
+        clean.seen.clear()
+        p.predict(x)
+        with p.running():
+            p.predict(x)
+            p.predict(x[:3])
+        assert clean.seen and not any(clean.seen)
+        assert flag()
+    with samebits.Predictor(garbage, example_inputs=x, cache_dir=tmp_path) as p:
+        garbage.seen.clear()
+        first = p.predict(x)
+        assert garbage.seen and all(garbage.seen)
+        # the unwritten columns are the fill's NaN on every run, never whatever memory held
+        assert torch.isnan(first).all()
+
+
+def test_the_flag_is_off_only_while_no_forward_that_needs_it_runs():
+    base = flag()
+    skipper_in, needer_in, skipper_out, needer_out = (threading.Event() for _ in range(4))
+    seen: dict[str, bool] = {}
+
+    def skipper() -> None:
+        with filling(False):
+            seen["skipper alone"] = flag()
+            skipper_in.set()
+            needer_in.wait(5)
+        skipper_out.set()
+
+    def needer() -> None:
+        skipper_in.wait(5)
+        with filling(True):
+            seen["needer beside a skipper"] = flag()
+            needer_in.set()
+            skipper_out.wait(5)
+            seen["needer after the skipper left"] = flag()
+        needer_out.set()
+
+    threads = [threading.Thread(target=skipper), threading.Thread(target=needer)]
+    torch.utils.deterministic.fill_uninitialized_memory = True
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+        assert seen == {"skipper alone": False, "needer beside a skipper": True, "needer after the skipper left": True}
+        assert flag() is True  # put back once both left
+    finally:
+        torch.utils.deterministic.fill_uninitialized_memory = base
