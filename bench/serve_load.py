@@ -78,6 +78,7 @@ MODEL_THREADS: int | None = None  # --model-threads: every server's model runs a
 SERVER_CPUS: set[int] | None = None  # --pin: the cores the servers run on (the client keeps the rest)
 CLIENT_CPUS: set[int] | None = None  # --pin: the client's core
 CLIENT = "wrk"  # --client: wrk (compiled, checks every answer) or python (asyncio + httpx)
+SERVER_ENV: dict[str, str] = {}  # --server-env: extra variables for the servers only
 
 
 # -- models and the v2 JSON body (shared by the bench and the servers it starts) -----------------
@@ -649,6 +650,7 @@ def run_model(name: str, servers: list[str], concurrencies: list[int], n: int, t
     env = {**os.environ, "SAMEBITS_CACHE_DIR": str(tmp / f"serve-cache-{name}")}  # the server calibrates itself
     if MODEL_THREADS:  # torch reads it at import, in every server alike
         env["OMP_NUM_THREADS"] = str(MODEL_THREADS)
+    env.update(SERVER_ENV)
     for r in range(rounds):  # each round starts with the next server: drift in the machine hits all alike
         if rounds > 1:
             print(f" round {r + 1} of {rounds}", flush=True)
@@ -874,6 +876,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--max-batch", type=int, default=MAX_BATCH, help=f"the servers' and offline batch size [{MAX_BATCH}]"
     )
+    p.add_argument(
+        "--server-env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a variable for every server's environment only (not the offline Predictor's), e.g. OMP_WAIT_POLICY=PASSIVE",
+    )
     p.add_argument("--serve", choices=("fastapi", "litserve"), help=argparse.SUPPRESS)  # a server, for the bench
     p.add_argument("--model", help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, help=argparse.SUPPRESS)
@@ -885,6 +894,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--rounds takes a positive count")
     args.concurrency = args.concurrency or ([1, 16] if args.quick else list(CONCURRENCY))
     args.client = args.client or ("wrk" if wrk_load.available() else "python")
+    bad = [e for e in args.server_env if "=" not in e]
+    if bad:
+        p.error(f"--server-env takes KEY=VALUE, not {bad[0]!r}")
     if args.client == "python":
         args.servers = [s for s in args.servers if s != "samebits-binary"]
     if h2load_grpc.available() is None and "samebits-grpc" in args.servers:
@@ -897,6 +909,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     global MODEL_THREADS, SERVER_CPUS, CLIENT_CPUS, CLIENT, MAX_BATCH
     MODEL_THREADS, CLIENT, MAX_BATCH = args.model_threads, args.client, args.max_batch
+    SERVER_ENV.update(e.split("=", 1) for e in args.server_env)
     if args.serve:
         (serve_fastapi if args.serve == "fastapi" else serve_litserve)(args.model, args.port)
         return

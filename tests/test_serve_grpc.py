@@ -317,3 +317,50 @@ def test_typed_contents_are_checked(datatype, field, values, says):
         getattr(given.contents, field).extend(values)
     with pytest.raises(ProtocolError, match=re.escape(says)):
         decode_request(request, signature(torch.int8 if datatype == "INT8" else torch.float32))
+
+
+def test_padded_variable_length_inputs_over_grpc_equal_rest():
+    """`--pad` beside `--grpc-port`: requests of mixed lengths at once, over gRPC, are padded to
+    their bucket, batched per bucket, cut back, and carry the bits of the same request over REST."""
+    pytest.importorskip("transformers", reason="the padded-input test serves a tiny BERT (extra 'real')")
+    import json
+
+    from test_serve import HERE
+
+    pads = ("--pad", "input_ids:1", "--pad", "attention_mask:1", "--pad-lengths", "8,16")
+    server = Server(f"{HERE / 'real_models.py'}:bert", "--max-batch-size", "8", *pads, "--grpc-port", "0")
+
+    def over_grpc(ids: list[int]) -> dict[str, torch.Tensor]:
+        x = torch.tensor([ids])
+        given = [tgrpc.InferInput(n, [1, len(ids)], "INT64") for n in ("input_ids", "attention_mask")]
+        given[0].set_data_from_numpy(x.numpy())
+        given[1].set_data_from_numpy(torch.ones_like(x).numpy())
+        with client(server) as c:
+            result = c.infer(server.name, given, client_timeout=TIMEOUT_S)
+        names = ("last_hidden_state", "pooler_output")
+        return {n: torch.from_numpy(result.as_numpy(n).copy()) for n in names}
+
+    def over_rest(ids: list[int]) -> dict[str, torch.Tensor]:
+        inputs = [
+            {"name": n, "shape": [1, len(ids)], "datatype": "INT64", "data": d}
+            for n, d in (("input_ids", ids), ("attention_mask", [1] * len(ids)))
+        ]
+        status, _, raw = server.request(
+            f"/v2/models/{server.name}/infer", json.dumps({"inputs": inputs}).encode(), {"Content-Type": "application/json"}
+        )
+        assert status == 200, raw
+        return {o["name"]: torch.tensor(o["data"], dtype=torch.float32).reshape(o["shape"]) for o in json.loads(raw)["outputs"]}
+
+    gen = torch.Generator().manual_seed(5)
+    prompts = [torch.randint(1, 512, (n,), generator=gen).tolist() for n in (5, 8, 11, 16, 3, 9) * 2]
+    try:
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            answers = list(pool.map(over_grpc, prompts, timeout=120))
+        for ids, got in zip(prompts, answers):
+            assert got["last_hidden_state"].shape == (1, len(ids), 64)  # cut back from its bucket
+            rest = over_rest(ids)
+            assert all(torch.equal(got[n], rest[n]) for n in rest), "gRPC and REST differ on a padded request"
+        error = failure(lambda: over_grpc(list(range(1, 18))))
+        assert "INVALID_ARGUMENT" in str(error.status()) and "outside 1..16" in error.message()
+    finally:
+        assert server.stop() == 0

@@ -94,3 +94,18 @@ def test_replicas_under_a_portable_level_answer_with_the_levels_bits(local_ray, 
     got = infer(f"{local_ray}/pinned/v2/models/mlp/infer", rows)
     assert torch.equal(got, want)  # the replica started under the level (Ray's runtime_env)
     serve.delete("pinned")
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        (ServeOptions(grpc_port=0), "grpc_port"),
+        (ServeOptions(isolate=True), "isolate"),
+        (ServeOptions(golden="g.json"), "golden"),
+    ],
+)
+def test_options_a_replica_does_not_serve_are_refused_not_ignored(options, says):
+    from samebits.errors import UserError
+
+    with pytest.raises(UserError, match=f"does not serve {says}"):
+        deployment(SPEC, options=options)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from samebits.errors import UserError
 from samebits.serve.options import ServeOptions
 
 
@@ -38,6 +39,9 @@ def deployment(
 
     from samebits.determinism.portable import level, ray_options, require
 
+    unserved = _not_served(options)
+    if unserved:
+        raise UserError(f"samebits' Ray deployment does not serve {unserved}")
     if portable:
         level(portable)  # an unknown level: refused here, not in every replica
 
@@ -100,6 +104,17 @@ def deployment(
             return Response(body, status_code=status, headers=headers)
 
     return SamebitsReplica
+
+
+def _not_served(options: ServeOptions) -> str | None:
+    """What ``samebits serve`` does with ``options`` that a Ray replica does not (said, not ignored)."""
+    if options.grpc_port is not None:
+        return "grpc_port: a replica answers HTTP; Ray Serve's own gRPC proxy is started with serve.start(grpc_options=...)"
+    if options.isolate:
+        return "isolate: each replica is a Ray actor process already, which Ray restarts when it dies"
+    if options.golden is not None:
+        return "golden: readiness by a golden is samebits serve's; run `samebits verify GOLDEN MODEL` on each node"
+    return None
 
 
 @functools.lru_cache(maxsize=1)
