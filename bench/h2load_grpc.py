@@ -28,6 +28,7 @@ class H2Cell:
     seconds: float
     p50_ms: float
     p99_ms: float
+    cpu_s: float  # h2load's own CPU seconds (user + system)
 
 
 def available() -> str | None:
@@ -76,7 +77,9 @@ def run(port: int, body: bytes, concurrency: int, limit: int, limit_s: float, cp
         cmd += ["-H", "content-type: application/grpc", "-H", "te: trailers", f"--log-file={log}"]
         cmd += ["-T", str(round(limit_s)), f"http://127.0.0.1:{port}{PATH}"]
         import os
+        import resource
 
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         out = subprocess.run(
             cmd,
             capture_output=True,
@@ -84,6 +87,7 @@ def run(port: int, body: bytes, concurrency: int, limit: int, limit_s: float, cp
             timeout=limit_s + 30,
             preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
         )
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
         lines = [x.split("\t") for x in log.read_text().splitlines()] if log.exists() else []
     finished = re.search(r"finished in ([\d.]+)(m?s)", out.stdout)
     done = re.search(r"requests: \d+ total, \d+ started, (\d+) done, (\d+) succeeded", out.stdout)
@@ -92,4 +96,5 @@ def run(port: int, body: bytes, concurrency: int, limit: int, limit_s: float, cp
     seconds = float(finished.group(1)) / (1000 if finished.group(2) == "ms" else 1)
     latencies = np.array([int(x[2]) for x in lines if len(x) >= 3 and x[1] == "200"], dtype=float) / 1000
     p50, p99 = np.percentile(latencies, [50, 99]) if len(latencies) else (float("nan"),) * 2
-    return H2Cell(int(done.group(1)), int(done.group(2)), seconds, float(p50), float(p99))
+    cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return H2Cell(int(done.group(1)), int(done.group(2)), seconds, float(p50), float(p99), cpu_s)

@@ -29,7 +29,13 @@ within 1 ms of FastAPI's. ``--pin`` puts the client on the first core and the se
 others; ``--model-threads N`` runs every server's model at N threads.
 """
 
-import argparse
+import os
+
+# As `samebits serve` starts (samebits.cli.strict_blas), before the first GEMM: the bench's own
+# references and offline Predictor, and every server (they inherit it), run in MKL's strict mode.
+os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
+
+import argparse  # noqa: E402
 import asyncio
 import collections
 import contextlib
@@ -38,7 +44,6 @@ import datetime
 import gc
 import importlib.util
 import json
-import os
 import platform
 import re
 import shutil
@@ -371,6 +376,15 @@ class Cell:
     def cpu_ms_per_request(self) -> float | None:
         return self.cpu_s * 1000 / self.answered_ok if self.cpu_s is not None and self.answered_ok else None
 
+    @property
+    def client_cpu_ms_per_request(self) -> float | None:
+        """wrk's CPU per answer: what the client took from the cores the server and offline share."""
+        return (
+            self.wrk.cpu_s * 1000 / self.answered_ok
+            if self.wrk and self.wrk.cpu_s is not None and self.answered_ok
+            else None
+        )
+
 
 async def _worker(client: Any, url: str, bodies: list[bytes], order: Any, deadline: float, cell: Cell) -> None:
     import httpx
@@ -572,7 +586,7 @@ def run_server_grpc(run: ModelRun, kind: str, concurrencies: list[int], env: dic
             cell.cpu_s = proc_cpu.tree_cpu_seconds(server.proc.pid) - before
             after = h2load_grpc.answer_row(run.name, server.grpc_port, row)
             cell.wrk = wrk_load.WrkCell(
-                h2.answered, h2.ok, 0, h2.answered - h2.ok, h2.seconds, h2.p50_ms, h2.p99_ms, 0, 0
+                h2.answered, h2.ok, 0, h2.answered - h2.ok, h2.seconds, h2.p50_ms, h2.p99_ms, 0, 0, h2.cpu_s
             )
             cell.seconds, cell.aborted = h2.seconds, h2.answered < run.n
             cell.differ = None  # h2load does not read gRPC answers
@@ -638,6 +652,8 @@ def summary(cell: Cell) -> str:
         text += f" (aborted at {CELL_LIMIT_S:.0f} s)" if cell.seconds >= CELL_LIMIT_S - 0.5 else " (incomplete)"
     if cell.cpu_ms_per_request is not None:
         text += f", server CPU {cell.cpu_ms_per_request:.2f} ms/request"
+    if cell.client_cpu_ms_per_request is not None:
+        text += f", client CPU {cell.client_cpu_ms_per_request:.2f} ms/request"
     bad = {k: v for k, v in cell.statuses.items() if k != 200}
     if cell.wrk:
         bad = {k: v for k, v in (("status", cell.wrk.status_bad), ("socket", cell.wrk.socket_errors)) if v}
@@ -683,7 +699,7 @@ def print_table(run: ModelRun) -> None:
     p1 = "differ vs predict_one" if CLIENT == "python" else "quiet vs predict_one"
     print(
         f"{'server':<16} {'round':>5} {'conc':>4} {'done':>6} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>6}"
-        f" {differ:>17} {p1:>21} {'CPU ms/req':>10} {'÷ offline':>9}"
+        f" {differ:>17} {p1:>21} {'CPU ms/req':>10} {'client CPU':>10} {'÷ offline':>9}"
     )
     for cell in sorted(run.cells, key=lambda c: (c.server, c.concurrency, c.round)):
         errors = cell.finished - cell.answered_ok + cell.malformed
@@ -691,7 +707,7 @@ def print_table(run: ModelRun) -> None:
             f"{cell.server:<16} {cell.round + 1:>5} {cell.concurrency:>4} {cell.finished:>6} {rate(cell):>8.1f} "
             f"{fmt(cell.latency_ms(50), '.2f'):>8} {fmt(cell.latency_ms(99), '.2f'):>8} {errors:>6} "
             f"{fmt(cell.differ, 'd'):>17} {fmt(cell.differ_p1, 'd'):>21} {fmt(cell.cpu_ms_per_request, '.2f'):>10} "
-            f"{fmt(served_ratio(run, cell), '.2f'):>9}"
+            f"{fmt(cell.client_cpu_ms_per_request, '.2f'):>10} {fmt(served_ratio(run, cell), '.2f'):>9}"
         )
     for note in run.notes:
         print(f"note: {note}")

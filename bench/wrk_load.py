@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -93,6 +94,7 @@ class WrkCell:
     p99_ms: float
     socket_errors: int
     timeouts: int
+    cpu_s: float | None = None  # the client's own CPU seconds (user + system): the client's share of a shared machine
 
     @property
     def rate(self) -> float:
@@ -127,9 +129,11 @@ def available() -> str | None:
     return shutil.which("wrk")
 
 
-def _interrupt_at_count(cmd: list[str], limit_s: float, cpus: set[int] | None) -> tuple[list[str], int]:
+def _interrupt_at_count(cmd: list[str], limit_s: float, cpus: set[int] | None) -> tuple[list[str], int, float]:
     """Run wrk; SIGINT it when the script says the count is reached (wrk then stops every
-    connection and reports the time up to there; a stopped thread alone would wait out ``-d``)."""
+    connection and reports the time up to there; a stopped thread alone would wait out ``-d``).
+    Its output lines, exit code and CPU seconds (from the reaped child's resource usage)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.Popen(
         cmd,
         stdout=subprocess.PIPE,
@@ -146,7 +150,9 @@ def _interrupt_at_count(cmd: list[str], limit_s: float, cpus: set[int] | None) -
             lines.append(line.rstrip("\n"))
             if line.startswith(REACHED):
                 proc.send_signal(signal.SIGINT)
-        return lines, proc.wait()
+        code = proc.wait()
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return lines, code, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     finally:
         timer.cancel()
 
@@ -172,7 +178,7 @@ def run(
     try:
         cmd = [exe, "-t1", f"-c{concurrency}", f"-d{max(1, round(limit_s))}s", "--timeout", f"{round(limit_s)}s"]
         cmd += ["-s", f.name, f"{parts.scheme}://{parts.netloc}"]
-        lines, code = _interrupt_at_count(cmd, limit_s + 30, cpus)
+        lines, code, cpu_s = _interrupt_at_count(cmd, limit_s + 30, cpus)
     finally:
         Path(f.name).unlink()
     line = next((x for x in lines if x.startswith(RESULT)), None)
@@ -189,4 +195,5 @@ def run(
         p99_ms=r["p99_us"] / 1000,
         socket_errors=r["socket_errors"],
         timeouts=r["timeouts"],
+        cpu_s=cpu_s,
     )

@@ -325,3 +325,21 @@ def test_max_batch_size_caps_the_calibration_and_verify_rebuilds_the_same_plan(i
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["max_batch_size"] == 8 and max(manifest["plan"]["verified_batch_sizes"]) <= 8
     assert run_cli("verify", str(out), SPEC).returncode == 0
+
+
+def test_a_sample_digest_covers_every_output_row_and_the_outputs_names_and_shapes():
+    import xxhash
+
+    from samebits.offline.run import sample_digests
+
+    a, b = torch.randn(5, 3, 4), torch.randn(5, 2, dtype=torch.float64)
+    got = sample_digests({"b": b, "a": a}, 5)
+    seed = xxhash.xxh3_64_intdigest(f"a|{a.dtype}|(3, 4)|b|{b.dtype}|(2,)|".encode())
+    assert got == [xxhash.xxh3_128_hexdigest(a[i].numpy().tobytes() + b[i].numpy().tobytes(), seed) for i in range(5)]
+    assert got[0] != sample_digests({"b": b, "c": a}, 5)[0]  # another name
+    assert got[0] != sample_digests({"b": b, "a": a.reshape(5, 4, 3)}, 5)[0]  # another shape, the same bytes
+    assert sample_digests({"a": a}, 5) != sample_digests({"a": a.clone().index_fill_(1, torch.tensor([2]), 0.0)}, 5)
+    assert (
+        sample_digests({"a": torch.full((2, 3), float("nan"))}, 2)[0]
+        == sample_digests({"a": -torch.full((2, 3), float("nan"))}, 2)[1]
+    )  # NaNs canonical

@@ -31,13 +31,15 @@ REQUESTS = 96  # every request loop is bounded in count and in time
 class Server:
     """``samebits serve`` in a child process; the port is read from its announcement."""
 
-    def __init__(self, spec: str, *args: str) -> None:
+    def __init__(self, spec: str, *args: str, strict_blas: bool = False) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "samebits", "serve", spec, "--port", "0", *args],
             stderr=subprocess.PIPE,
             stdout=subprocess.DEVNULL,
             text=True,
-            env=scrubbed_env(),
+            # this test process runs without MKL's strict mode: the server too (unless asked), so
+            # that its answers can be compared with references computed here (test_strict_blas.py)
+            env=scrubbed_env(**({} if strict_blas else {"SAMEBITS_STRICT_BLAS": "0"})),
         )
         deadline = time.monotonic() + 120
         self.lines: list[str] = []

@@ -346,10 +346,15 @@ def test_padded_variable_length_inputs_over_grpc_equal_rest():
             for n, d in (("input_ids", ids), ("attention_mask", [1] * len(ids)))
         ]
         status, _, raw = server.request(
-            f"/v2/models/{server.name}/infer", json.dumps({"inputs": inputs}).encode(), {"Content-Type": "application/json"}
+            f"/v2/models/{server.name}/infer",
+            json.dumps({"inputs": inputs}).encode(),
+            {"Content-Type": "application/json"},
         )
         assert status == 200, raw
-        return {o["name"]: torch.tensor(o["data"], dtype=torch.float32).reshape(o["shape"]) for o in json.loads(raw)["outputs"]}
+        return {
+            o["name"]: torch.tensor(o["data"], dtype=torch.float32).reshape(o["shape"])
+            for o in json.loads(raw)["outputs"]
+        }
 
     gen = torch.Generator().manual_seed(5)
     prompts = [torch.randint(1, 512, (n,), generator=gen).tolist() for n in (5, 8, 11, 16, 3, 9) * 2]

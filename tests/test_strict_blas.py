@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -47,6 +48,66 @@ def test_predict_runs_strict_and_verify_as_the_run_did(monkeypatch, tmp_path):
     assert strict_blas.choose("verify", [str(tmp_path), "x" * 5000]) is None
     monkeypatch.setenv("MKL_CBWR", "COMPATIBLE")
     assert strict_blas.choose("predict", []) is None  # the user's value is kept
+
+
+def _golden(path, env: dict) -> str:
+    """A file shaped like a golden (safetensors, samebits' JSON in the header) with ``env``."""
+    import json as _json
+
+    from safetensors.torch import save_file
+
+    meta = {"samebits": _json.dumps({"fingerprint": {"env": env}})}
+    save_file({"outputs/output": torch.zeros(1)}, str(path), metadata=meta)
+    return str(path)
+
+
+def test_serve_runs_strict_unless_its_golden_was_recorded_otherwise(monkeypatch, tmp_path):
+    monkeypatch.delenv("MKL_CBWR", raising=False)
+    monkeypatch.delenv("SAMEBITS_STRICT_BLAS", raising=False)
+    assert strict_blas.choose("serve", ["demo:mlp"]) == "AUTO,STRICT"
+    strict = _golden(tmp_path / "strict.golden", {"MKL_CBWR": "AUTO,STRICT"})
+    plain = _golden(tmp_path / "plain.golden", {})
+    assert strict_blas.choose("serve", ["demo:mlp", strict], golden=strict) == "AUTO,STRICT"
+    assert strict_blas.choose("serve", ["demo:mlp", plain], golden=plain) is None  # it must reproduce G's bits
+    (tmp_path / "junk").write_bytes(b"\xff" * 8 + b"{")
+    for unreadable in (str(tmp_path / "missing"), str(tmp_path / "junk"), str(tmp_path)):
+        assert strict_blas.choose("serve", [], golden=unreadable) is None  # serve words the error
+    assert strict_blas._golden_of(["serve", "m", "--golden", "g"]) == "g"
+    assert strict_blas._golden_of(["serve", "m", "--golden=h"]) == "h"
+    assert strict_blas._golden_of(["serve", "m", "--port", "0"]) is None
+    monkeypatch.setenv("SAMEBITS_STRICT_BLAS", "0")
+    assert strict_blas.choose("serve", []) is None and strict_blas.choose("predict", []) is None
+
+
+def test_a_served_answer_has_the_bits_of_a_strict_process(tmp_path):
+    """The default serve (strict) against a Predictor in a fresh process under the same mode."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_serve import MODELS, Server, as_tensor
+
+    reference = run_python(
+        "import torch, samebits, sys\n"
+        f"sys.path.insert(0, {str(Path(MODELS).parent)!r})\n"
+        f"p = samebits.Predictor({f'{MODELS}:mlp'!r}, cache_dir={str(tmp_path)!r}, max_batch_size=16)\n"
+        "x = torch.randn(5, 32, generator=torch.Generator().manual_seed(2))\n"
+        "from samebits.fingerprint.diff import bit_relevant_digest\n"
+        "print(bit_relevant_digest(p.fingerprint))\n"
+        "print(p.predict(x).reshape(-1).tolist())",
+        env=scrubbed_env(MKL_CBWR="AUTO,STRICT"),
+    )
+    assert reference.returncode == 0, reference.stderr
+    digest, outputs = reference.stdout.strip().splitlines()[-2:]
+    server = Server(f"{MODELS}:mlp", "--max-batch-size", "16", strict_blas=True)
+    try:
+        x = torch.randn(5, 32, generator=torch.Generator().manual_seed(2))
+        status, answer = server.infer(x)
+        assert status == 200
+        _, _, meta = server.request(f"/v2/models/{server.name}")
+    finally:
+        assert server.stop() == 0
+    assert json.loads(meta)["parameters"]["samebits"]["fingerprint_sha256"] == digest  # MKL_CBWR is bit-relevant
+    assert as_tensor(answer).reshape(-1).tolist() == json.loads(outputs)
 
 
 def test_choosing_imports_no_torch():

@@ -93,9 +93,16 @@ def sample_digests(leaves: dict[str, Any], rows: int) -> list[str]:
         data = np.frombuffer(tensor_bytes(t.contiguous()), dtype=np.uint8)
         parts.append(data.reshape(rows, len(data) // max(rows, 1)))
     seed = xxhash.xxh3_64_intdigest("".join(heads).encode())
-    joined = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)  # rows have fixed widths
-    digest = xxhash.xxh3_128_hexdigest
-    return [digest(row, seed) for row in joined]
+    if len(parts) == 1:
+        digest = xxhash.xxh3_128_hexdigest
+        return [digest(row, seed) for row in parts[0]]
+    out = []  # the rows' bytes one after the other (fixed widths), streamed: no joined copy
+    for row in zip(*parts):
+        h = xxhash.xxh3_128(seed=seed)
+        for piece in row:
+            h.update(piece)
+        out.append(h.hexdigest())
+    return out
 
 
 def open_dataset(

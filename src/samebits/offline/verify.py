@@ -93,7 +93,9 @@ def _file_problems(out: Path, entries: list[dict[str, Any]]) -> list[str]:
         if not path.is_file():
             problems.append(f"shard {e['index']}: its file {path.name} is missing")
         elif xxh3_file(path) != e["xxh3_128"]:
-            problems.append(f"shard {e['index']}: its file {path.name} is not the one the run wrote (its digest differs)")
+            problems.append(
+                f"shard {e['index']}: its file {path.name} is not the one the run wrote (its digest differs)"
+            )
     return problems
 
 
