@@ -25,17 +25,24 @@ offline Predictor's rows/s at the same batch size, measured in this process in t
 (issue #28) are judged on the median, each round's value shown: 0 answers differ; at c=16 and
 64 req/s >= 2x the better of LitServe and FastAPI, p99 <= 0.5x, CPU per request <= 0.33x
 FastAPI's; served/offline >= 0.3 with JSON and >= 0.5 with binary or gRPC at c=64; at c=1 p50
-within 1 ms of FastAPI's. ``--pin`` puts the client on the first core and the servers on the
+within 1 ms of FastAPI's. samebits' servers, this process's references and its offline Predictor
+run in MKL's strict mode (``MKL_CBWR=AUTO,STRICT``, as ``samebits serve`` starts); LitServe and
+FastAPI without it, as their users run them (with ``--client python`` they inherit it, because
+their answers are then checked against this process's). ``--pin`` puts the client on the first core and the servers on the
 others; ``--model-threads N`` runs every server's model at N threads.
 """
 
+# ruff: noqa: E402  (the MKL mode is set before anything imports torch)
 import os
 
 # As `samebits serve` starts (samebits.cli.strict_blas), before the first GEMM: the bench's own
-# references and offline Predictor, and every server (they inherit it), run in MKL's strict mode.
+# references and offline Predictor run in MKL's strict mode, as samebits' servers do. LitServe and
+# FastAPI run as their users run them, without it (with wrk, whose checks compare each server with
+# its own quiet answers), unless the variable was set before the bench started.
+MKL_SET_BY_USER = "MKL_CBWR" in os.environ
 os.environ.setdefault("MKL_CBWR", "AUTO,STRICT")
 
-import argparse  # noqa: E402
+import argparse
 import asyncio
 import collections
 import contextlib
@@ -268,6 +275,10 @@ def _read_log(server: Server) -> None:
             server.announced.set()
 
 
+def without_mkl_mode(env: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if k != "MKL_CBWR"}
+
+
 def start(kind: str, model: str, env: dict[str, str]) -> Server:
     port = free_port()
     proc = subprocess.Popen(
@@ -275,7 +286,7 @@ def start(kind: str, model: str, env: dict[str, str]) -> Server:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env=env,
+        env=env if is_samebits(kind) or MKL_SET_BY_USER or CLIENT == "python" else without_mkl_mode(env),
         start_new_session=True,  # its own process group: LitServe's workers are stopped with it
         preexec_fn=(lambda: os.sched_setaffinity(0, SERVER_CPUS)) if SERVER_CPUS else None,
     )

@@ -1,5 +1,5 @@
 """The deterministic profile's fill of uninitialized memory, kept only for forwards that ask for
-such memory (runtime/fill.py): a probe at setup, a per-forward switch safe across threads."""
+such memory (determinism/fill.py): a probe at setup, a per-forward switch safe across threads."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 import samebits
-from samebits.runtime.fill import asks_for_uninitialized, filling
+from samebits.determinism.fill import asks_for_uninitialized, filling
 
 
 def flag() -> bool:
@@ -121,3 +121,50 @@ def test_the_flag_is_off_only_while_no_forward_that_needs_it_runs():
         assert flag() is True  # put back once both left
     finally:
         torch.utils.deterministic.fill_uninitialized_memory = base
+
+
+def test_the_profile_sets_and_restores_the_base_value_never_a_skipping_forwards_off():
+    from samebits.determinism.fill import base_value
+
+    before = flag()
+    torch.utils.deterministic.fill_uninitialized_memory = False  # torch's default is True: start elsewhere
+    try:
+        with filling(False):  # a forward without the fill is running when the profile starts
+            with samebits.deterministic(0):
+                assert base_value() is True and flag() is False  # the skipper still runs without it
+                with filling(True):
+                    assert flag() is True  # a forward that needs it gets it, skipper or not
+                assert flag() is False
+            assert base_value() is False  # the profile put back what was there, not the transient off
+        assert flag() is False
+        with samebits.deterministic(0):  # and the profile, entered and left around a skipper, restores False
+            with filling(False):
+                assert flag() is False
+            assert flag() is True
+        assert flag() is False
+    finally:
+        torch.utils.deterministic.fill_uninitialized_memory = before
+
+
+def test_an_op_outside_torch_may_allocate_where_the_probe_cannot_see(tmp_path):
+    @torch.library.custom_op("samebits_test::half_written", mutates_args=())
+    def half_written(x: torch.Tensor) -> torch.Tensor:
+        out = torch.empty(x.shape[0], 2 * x.shape[1])
+        out[:, : x.shape[1]] = x
+        return out
+
+    @half_written.register_fake
+    def _(x):
+        return x.new_empty(x.shape[0], 2 * x.shape[1])
+
+    class Extension(nn.Module):
+        def forward(self, x):
+            return half_written(x)
+
+    x = torch.ones(4, 3)
+    with torch.inference_mode():
+        assert asks_for_uninitialized(lambda: Extension()(x)) == (
+            "samebits_test.half_written (an op outside torch's own)"
+        )
+    with samebits.Predictor(Extension(), example_inputs=x, cache_dir=tmp_path) as p:
+        assert torch.isnan(p.predict(x)[:, 3:]).all()  # the fill kept: what it leaves unwritten is NaN

@@ -61,9 +61,11 @@ def deterministic_algorithms() -> Switch:
 
 
 def fill_uninitialized_memory() -> Switch:
-    import torch.utils.deterministic as det
+    """Read and written as its base value (determinism/fill.py): a Predictor's forward may turn the
+    flag off for itself meanwhile, which a snapshot must neither record nor restore."""
+    from samebits.determinism import fill
 
-    return attr(lambda: det, "fill_uninitialized_memory", "torch.utils.deterministic.fill_uninitialized_memory")
+    return Switch("torch.utils.deterministic.fill_uninitialized_memory", fill.base_value, fill.set_base)
 
 
 def cudnn_flags() -> list[Switch]:

@@ -95,12 +95,12 @@ def sample_digests(leaves: dict[str, Any], rows: int) -> list[str]:
     seed = xxhash.xxh3_64_intdigest("".join(heads).encode())
     if len(parts) == 1:
         digest = xxhash.xxh3_128_hexdigest
-        return [digest(row, seed) for row in parts[0]]
+        return [digest(row.data, seed) for row in parts[0]]
     out = []  # the rows' bytes one after the other (fixed widths), streamed: no joined copy
     for row in zip(*parts):
         h = xxhash.xxh3_128(seed=seed)
         for piece in row:
-            h.update(piece)
+            h.update(piece.data)
         out.append(h.hexdigest())
     return out
 

@@ -45,7 +45,7 @@ from samebits.determinism.shared import acquire_profile, release_profile
 from samebits.determinism.portable import require as require_level
 from samebits.fingerprint.capture import device_identity
 from samebits.runtime.batch_invariant import BatchInvariant, tiles_of
-from samebits.runtime.fill import asks_for_uninitialized, filling
+from samebits.determinism.fill import asks_for_uninitialized, filling
 from samebits.runtime.invariance import (
     Invariance,
     bits_against,
@@ -196,7 +196,7 @@ class Predictor:
             raise
 
     def _needs_fill(self) -> bool:
-        """Whether forwards need uninitialized memory filled (runtime/fill.py): only where the
+        """Whether forwards need uninitialized memory filled (determinism/fill.py): only where the
         backend runs the eager forward and one forward of the example asks for such memory."""
         if self.backend == "auto" or not registered(self.backend).eager_dispatch:
             return True  # auto: each member decides for its own backend
@@ -387,16 +387,22 @@ class Predictor:
     def _switches(self) -> contextlib.AbstractContextManager[Any]:
         """What every forward runs under: inference mode, eval (even after the give-back), the
         tiles where asked for, the fill of uninitialized memory where needed."""
-        stack = contextlib.ExitStack()
-        for switch in (torch.inference_mode(), evaluating(self._modules), self._tiled(), filling(self._fill_needed)):
-            stack.enter_context(switch)
-        return stack
+        with contextlib.ExitStack() as stack:  # one that raises leaves none of the others entered
+            for switch in (
+                torch.inference_mode(),
+                evaluating(self._modules),
+                self._tiled(),
+                filling(self._fill_needed),
+            ):
+                stack.enter_context(switch)
+            return stack.pop_all()
 
     @contextlib.contextmanager
     def running(self) -> Iterator[None]:
         """Many :meth:`predict` calls in a row from this thread (a shard of an offline run): the
         per-forward switches entered once and the lock held for the whole block (measured: entering
-        them per call was 5% of a 0.6 ms forward)."""
+        them per call was 5% of a 0.6 ms forward). Nothing changes where the Predictor is not set up
+        yet (it sets up on the first batch) or runs ``backend="auto"`` (its members switch per call)."""
         if not self._ready or self.members or self._running is not None:
             yield  # not set up yet (it sets up on the first batch), auto's members, or nested
             return
@@ -513,7 +519,7 @@ class Predictor:
         if key not in self._generators:
             self._generators[key] = TileGenerator(self.model, tile, bucket, self._lock, attention)
         self._still_placed()
-        with evaluating(self._modules):
+        with evaluating(self._modules), filling(True):  # the probe saw a plain forward, not generation's paths
             return self._generators[key].generate(prompt_list(prompts), max_new_tokens, return_scores, check)
 
     def _batch_of(self, samples: list[ModelInputs]) -> ModelInputs:

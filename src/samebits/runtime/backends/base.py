@@ -60,7 +60,7 @@ class Backend:
     # with its own instruction-set dispatch does not, and is not run under a level
     portable_cpu: ClassVar[bool] = True
     # its forward is the eager model's own Python forward, whose every aten call a dispatcher probe
-    # sees (runtime/fill.py); elsewhere the fill of uninitialized memory stays as the profile set it
+    # sees (determinism/fill.py); elsewhere the fill of uninitialized memory stays as the profile set it
     eager_dispatch: ClassVar[bool] = False
 
     def unavailable(self, device: str) -> str | None:
