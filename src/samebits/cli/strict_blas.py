@@ -5,10 +5,11 @@ bench/predict_speed.py at 1 and 2 threads, at no cost), so predict's thread plan
 finds the threads free and runs every core, where it otherwise runs one thread per worker to keep
 outputs independent of ``--workers``. A GEMM's rows then also keep their bits at every batch size
 measured here: the Predictor verifies every size up to 32 on the medium MLP (without it 2, 4 and
-8 on an AVX-512 Xeon), so serve runs a batch of 32 as one forward (bench/serve_load.py: 2815 ->
-5518 req/s at c=64). ``serve --golden G`` starts in the mode G was recorded in (it must reproduce
-G's bits). ``SAMEBITS_STRICT_BLAS=0`` leaves the variable unset (to serve the bits of a process that
-runs without the mode, such as your own Python process calling the Predictor).
+8 on an AVX-512 Xeon), so serve runs a batch of 32 as one forward (bench/serve_load.py: 2808-2879
+-> 5175-5461 req/s at c=64; a lone one-row forward takes 0.93 ms instead of 0.47). ``serve
+--golden G`` starts in the mode G was recorded in (it must reproduce G's bits).
+``SAMEBITS_STRICT_BLAS=0`` leaves the variable unset (to serve the bits of a process that runs
+without the mode, such as your own Python process calling the Predictor).
 
 MKL reads the variable at its first call: it is set when samebits' own command line starts the
 process, before any GEMM ran (torch itself is not imported here); a value the user set is kept,
