@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import re
+import threading
 
 import pytest
 import torch
@@ -441,3 +442,23 @@ def test_an_op_without_a_deterministic_kernel_is_named_not_called_batch_variance
         samebits.Predictor(StrictOnly(), example_inputs=torch.randn(4, 3), cache_dir=cache)
     p = samebits.Predictor(StrictOnly(), example_inputs=torch.randn(4, 3), cache_dir=cache, deterministic=False)
     assert p.invariance.sizes and torch.equal(p.predict(torch.ones(2, 3)), torch.full((2, 3), 2.0))
+
+
+def test_running_sets_the_switches_once_and_leaves_nothing_behind_after_an_error(cache):
+    p = samebits.Predictor("demo:mlp", cache_dir=cache)
+    x = rows(4)
+    try:
+        alone = p.predict(x)
+        with pytest.raises(RuntimeError, match="stop"):
+            with p.running():
+                assert torch.is_inference_mode_enabled()  # entered once for the block
+                assert torch.equal(p.predict(x), alone) and torch.equal(p.predict(x[:1]), alone[:1])
+                raise RuntimeError("stop")
+        assert not torch.is_inference_mode_enabled() and p._running is None
+        done = []
+        worker = threading.Thread(target=lambda: done.append(p.predict(x)))  # the lock was released
+        worker.start()
+        worker.join(30)
+        assert done and torch.equal(done[0], alone)
+    finally:
+        p.close()

@@ -41,11 +41,11 @@ from samebits.measure.batching import (
 from samebits.measure.invariance import coupled_rows
 from samebits.measure.prepare import prepare
 from samebits.measure.model_state import evaluating, hold
+from samebits.determinism.fill import asks_for_uninitialized, filling
 from samebits.determinism.shared import acquire_profile, release_profile
 from samebits.determinism.portable import require as require_level
 from samebits.fingerprint.capture import device_identity
 from samebits.runtime.batch_invariant import BatchInvariant, tiles_of
-from samebits.determinism.fill import asks_for_uninitialized, filling
 from samebits.runtime.invariance import (
     Invariance,
     bits_against,
