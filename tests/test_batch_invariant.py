@@ -103,3 +103,57 @@ def test_a_broadcast_bias_or_mask_is_not_cut_into_rows_even_when_its_size_matche
         torch.testing.assert_close(torch.addmm(bias, a, w), bias + a @ w)
         tiled = torch.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=mask)
     torch.testing.assert_close(tiled, torch.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=mask))
+
+
+def changed_places(fn, x: torch.Tensor, sizes=(1, 3, 17, 40, 70)) -> list[tuple[int, int]]:
+    """(batch size, row) where a row's output (dim 0 of ``fn``'s) differs from its output alone."""
+    differ = []
+    for n in (s for s in sizes if s <= len(x)):
+        out = fn(x[:n])
+        differ += [(n, row) for row in {0, n // 2, n - 1} if not torch.equal(out[row], fn(x[row : row + 1])[0])]
+    return differ
+
+
+def test_rows_along_any_leading_dim_are_tiled_as_rows_not_by_dim_0():
+    """A linear layer over (length, batch, features), as attention's projections see it: the
+    batch is dim 1, so tiles of dim 0 would leave the call's shape to the batch."""
+    torch.manual_seed(5)
+    layer = nn.Linear(96, 80).eval()
+    x = torch.randn(70, 7, 96)
+
+    def seq_first(rows):  # rows: (batch, length, features) -> the layer over (length, batch, features)
+        return layer(rows.transpose(0, 1)).transpose(0, 1)
+
+    with torch.inference_mode(), samebits.batch_invariant():
+        assert changed_places(seq_first, x) == []
+        tiled = seq_first(x)
+    with torch.inference_mode():
+        torch.testing.assert_close(tiled, seq_first(x))
+
+
+def test_torchs_fused_transformer_and_attention_fast_paths_are_tiled_with_per_row_masks():
+    """nn.TransformerEncoderLayer and nn.MultiheadAttention in eval take one fused op each
+    (``_transformer_encoder_layer_fwd``, ``_native_multi_head_attention``); a key padding mask
+    is per row and is cut with its rows."""
+    torch.manual_seed(6)
+    encoder = nn.TransformerEncoderLayer(64, 4, dim_feedforward=128, batch_first=True, dropout=0.0).eval()
+    attention = nn.MultiheadAttention(64, 4, batch_first=True).eval()
+    x = torch.randn(70, 9, 64)
+    padding = torch.zeros(70, 9, dtype=torch.bool)
+    padding[::3, 6:] = True
+    index = torch.arange(70)
+
+    def encode(rows):
+        return encoder(x[rows], src_key_padding_mask=padding[rows])
+
+    def attend(rows):
+        q = x[rows]
+        return attention(q, q, q, key_padding_mask=padding[rows])[0]
+
+    with torch.inference_mode(), samebits.batch_invariant():
+        for fn in (encode, attend, lambda rows: encoder(x[rows])):
+            assert changed_places(fn, index) == []
+        tiled = encode(index), attend(index)
+    with torch.inference_mode():
+        torch.testing.assert_close(tiled[0], encode(index), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(tiled[1], attend(index), atol=1e-5, rtol=1e-5)

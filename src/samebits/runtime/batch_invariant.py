@@ -3,8 +3,9 @@ pick another algorithm for another batch size (matmuls, linear layers, convoluti
 run on fixed tiles of ``tile`` rows along dim 0, the last tile padded with zeros. Every call then
 has the same shape whatever the batch, so a row's bits do not depend on the batch it is in, with
 no calibration; row-wise ops (norms, softmax, activations) need nothing. Measured on the CPU by the
-check's batch axis (tests/test_batch_invariant.py); the CUDA contract (fixed-order kernels
-without split-K) is not built: on a GPU the same tiles apply, not yet run on a GPU.
+check's batch axis (tests/test_batch_invariant.py). On CUDA, where Triton is installed, matmuls,
+softmax, ``mean`` and attention run on fixed-order kernels instead (``runtime/fixed_order.py``:
+one tile shape, no split-K, no padding); convolutions keep the tiles. Not yet run on a GPU.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from samebits.errors import UserError
+from samebits.runtime import fixed_order
 
 aten = torch.ops.aten
 
@@ -33,6 +35,15 @@ ROW_ARGS: dict[Any, tuple[int, ...]] = {
     aten.conv2d.default: (0,),
     aten.conv3d.default: (0,),
     aten.scaled_dot_product_attention.default: (0, 1, 2),
+    # nn.TransformerEncoderLayer's and nn.MultiheadAttention's fused fast paths (eval, batch first)
+    aten._transformer_encoder_layer_fwd.default: (0,),
+    aten._native_multi_head_attention.default: (0, 1, 2),
+}
+# fused attention's (mask, mask_type) positions: the mask is per row for mask types 1 (key
+# padding, (B, S)) and 2 (merged, (B, H, L, S)); type 0 is one (L, S) mask for every row
+TYPED_MASKS: dict[Any, tuple[int, int]] = {
+    aten._transformer_encoder_layer_fwd.default: (18, 19),
+    aten._native_multi_head_attention.default: (9, 12),
 }
 # arguments that are per row only where their dim 0 is the batch's (else broadcast to every row)
 PER_ROW_IF_BATCHED: dict[Any, tuple[int, ...]] = {
@@ -46,27 +57,61 @@ TILE = 32
 class BatchInvariant(TorchDispatchMode):
     """The dispatch mode behind :func:`batch_invariant`."""
 
-    def __init__(self, tile: int = TILE) -> None:
+    def __init__(self, tile: int = TILE, kernels: bool | None = None) -> None:
         super().__init__()
         if not isinstance(tile, int) or isinstance(tile, bool) or tile < 1:
             raise ValueError(f"tile must be a positive int, not {tile!r}")
+        if kernels is True and (reason := fixed_order.unavailable()):
+            raise UserError(reason)
         self.tile = tile
+        self.kernels = kernels
+
+    def _on_kernels(self, func: Any, args: tuple[Any, ...]) -> bool:
+        """Whether ``func`` runs on the fixed-order kernels: always where asked, by default for
+        CUDA tensors where Triton is installed."""
+        if func not in fixed_order.CALLS or self.kernels is False:
+            return False
+        if self.kernels:
+            return True
+        return any(isinstance(a, torch.Tensor) and a.is_cuda for a in args) and fixed_order.unavailable() is None
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
+        if self._on_kernels(func, args):
+            out = fixed_order.call(func, args, kwargs)
+            if out is not NotImplemented:
+                return out
         rows = ROW_ARGS.get(func)
-        if func is aten.matmul.default and len(args) > 1 and getattr(args[1], "dim", lambda: 0)() < 3:
-            rows = (0,)  # a batch times a weight
+        if func in (aten.linear.default, aten.matmul.default) and _times_a_weight(args):
+            # each output row is its input row's: every leading dim is rows, whichever is the
+            # batch (attention's projections see (length, batch, features))
+            x = args[0]
+            flat = _tiled(func, (x.reshape(-1, x.shape[-1]), *args[1:]), kwargs, (0,), self.tile)
+            return flat.reshape(*x.shape[:-1], flat.shape[-1])
         if rows is None or not _batched(args, rows):
             return func(*args, **kwargs)
         return _tiled(func, args, kwargs, rows, self.tile)
+
+
+def _times_a_weight(args: tuple[Any, ...]) -> bool:
+    """Whether a linear or matmul call is rows (of 2 or more dims) times one weight matrix."""
+    return (
+        len(args) > 1
+        and isinstance(args[0], torch.Tensor)
+        and not args[0].is_nested
+        and args[0].dim() >= 2
+        and isinstance(args[1], torch.Tensor)
+        and args[1].dim() == 2
+    )
 
 
 def _batched(args: tuple[Any, ...], rows: tuple[int, ...]) -> bool:
     """Whether the call has a batch to tile: its row arguments are tensors with one leading size
     (a matmul of a 1-D vector, or mismatched leading sizes, is left alone)."""
     tensors = [args[i] for i in rows if i < len(args)]
-    if len(tensors) != len(rows) or not all(isinstance(t, torch.Tensor) and t.dim() >= 2 for t in tensors):
+    if len(tensors) != len(rows) or not all(
+        isinstance(t, torch.Tensor) and not t.is_nested and t.dim() >= 2 for t in tensors
+    ):
         return False
     return len({t.shape[0] for t in tensors}) == 1
 
@@ -87,6 +132,11 @@ def _tiled(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], rows: tuple
         extra = args[i] if i < len(args) else None
         if isinstance(extra, torch.Tensor) and extra.dim() == dims and extra.shape[0] == batch:
             per_row[i] = pad(extra)
+    if func in TYPED_MASKS:
+        at, kind_at = TYPED_MASKS[func]
+        mask_arg = args[at] if at < len(args) else None
+        if isinstance(mask_arg, torch.Tensor) and kind_at < len(args) and args[kind_at] in (1, 2):
+            per_row[at] = pad(mask_arg)
     mask = kwargs.get("attn_mask")
     row_mask = pad(mask) if isinstance(mask, torch.Tensor) and mask.dim() == dims and mask.shape[0] == batch else None
     outs = []
@@ -95,15 +145,22 @@ def _tiled(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], rows: tuple
         call = tuple(per_row[i][part] if i in per_row else a for i, a in enumerate(args))
         options = {**kwargs, "attn_mask": row_mask[part]} if row_mask is not None else kwargs
         outs.append(func(*call, **options))
+    if isinstance(outs[0], tuple):  # fused attention: (output, weights), each cut back
+        return tuple(torch.cat(parts)[:batch] if parts[0].dim() else parts[0] for parts in zip(*outs))
     return torch.cat(outs)[:batch]
 
 
-def batch_invariant(tile: int = TILE) -> BatchInvariant:
+def batch_invariant(tile: int = TILE, kernels: bool | None = None) -> BatchInvariant:
     """A context in which a row's bits do not depend on its batch: matmuls, linear layers,
     convolutions and attention run on fixed tiles of ``tile`` rows (padded), so every call has
     the shape it has for a batch of one. Costs what the padding and the extra calls cost (a batch
-    of one runs ``tile`` rows); measured by ``bench/batch_invariant.py``."""
-    return BatchInvariant(tile)
+    of one runs ``tile`` rows); measured by ``bench/batch_invariant.py``.
+
+    ``kernels``: ``None`` (default) runs CUDA tensors' matmuls, softmax, ``mean`` and attention
+    on samebits' fixed-order Triton kernels where Triton is installed (no padding; not yet run
+    on a GPU); ``False`` keeps the tiles everywhere; ``True`` takes the kernels for every tensor
+    (CPU tensors only under ``TRITON_INTERPRET=1``, Triton's interpreter: how they are tested)."""
+    return BatchInvariant(tile, kernels)
 
 
 @contextlib.contextmanager

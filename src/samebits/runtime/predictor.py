@@ -45,6 +45,7 @@ from samebits.determinism.fill import asks_for_uninitialized, filling
 from samebits.determinism.shared import acquire_profile, release_profile
 from samebits.determinism.portable import require as require_level
 from samebits.fingerprint.capture import device_identity
+from samebits.runtime import fixed_order
 from samebits.runtime.batch_invariant import BatchInvariant, tiles_of
 from samebits.runtime.invariance import (
     Invariance,
@@ -274,7 +275,7 @@ class Predictor:
                 "kind": "calibration",
                 "version": 6,  # 4: timed forwards; 5: inputs named as ModelInputs.leaves(); 6: budgets stop sizes
                 "device": device_identity(self.device),  # a CUDA calibration is not a CPU one
-                "batch_invariant": self._tiles,  # tiled ops give other bits
+                "batch_invariant": self._batch_invariant_kind(),  # tiled ops give other bits
                 "dynamic_batch": self._runners.dynamic,
                 "backend": self.backend,
                 "candidates": candidates,
@@ -412,6 +413,13 @@ class Predictor:
                 yield
             finally:
                 self._running = None
+
+    def _batch_invariant_kind(self) -> Any:
+        """What ``batch_invariant=`` runs here: the tile size, with the fixed-order kernels on
+        CUDA where Triton is installed (other bits than the tiles)."""
+        if self._tiles and self.device.startswith("cuda") and fixed_order.unavailable() is None:
+            return [self._tiles, "fixed-order"]
+        return self._tiles
 
     def _tiled(self) -> contextlib.AbstractContextManager[Any]:
         """:func:`samebits.batch_invariant` where asked for (``batch_invariant=``), else nothing."""

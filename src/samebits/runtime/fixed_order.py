@@ -1,0 +1,316 @@
+"""Fixed-order kernels for :func:`samebits.batch_invariant` on CUDA: matmuls (``mm``, ``addmm``,
+``bmm``, ``baddbmm``, ``linear``, ``matmul``), softmax and log-softmax, ``mean`` over trailing
+dims and attention (its two matmuls and softmax), written in Triton with one fixed tile shape and
+no split-K. Each output element is reduced in one program, over the same blocks in the same order,
+whatever the batch: a row's bits cannot depend on how many rows share its call, with no tiles of
+padding and no calibration. cuBLAS and cuDNN choose algorithms (and split the reduction) by shape,
+batch included; flash attention splits the keys by how many (batch, head) blocks fill the GPU.
+
+Tested on the CPU under Triton's interpreter (``TRITON_INTERPRET=1``); not yet run on a GPU.
+Where a call is outside what the kernels cover (float64, a reduction over the batch's dim, a
+dropout) it returns ``NotImplemented`` and the caller falls back to fixed row tiles.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any
+
+import torch
+
+aten = torch.ops.aten
+
+BLOCK_M, BLOCK_N, BLOCK_K = 64, 64, 32  # the one matmul tile: never chosen by shape
+BLOCK_ROW = 256  # columns a row-wise program reduces at a time
+FLOATS = (torch.float32, torch.float16, torch.bfloat16)
+
+
+@functools.cache
+def unavailable() -> str | None:
+    """Why the kernels cannot run here (Triton missing), or ``None``."""
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return "the fixed-order kernels need Triton (pip install triton; it comes with torch's CUDA builds)"
+    return None
+
+
+@functools.cache
+def _kernels() -> Any:
+    """The Triton kernels, built on first use (Triton's interpreter, which runs them on CPU tensors
+    for the tests, is chosen by ``TRITON_INTERPRET=1`` in the environment when triton is imported)."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def matmul(  # type: ignore[no-untyped-def]  # Triton's argument types, not Python's
+        a, b, c, bias, M, N, K, sab, sam, sak, sbb, sbk, sbn, scb, scm, scn, sxb, sxm, sxn, alpha, beta,
+        HAS_BIAS: tl.constexpr, PRECISION: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+    ):  # fmt: skip
+        batch = tl.program_id(2).to(tl.int64)
+        rm = tl.program_id(0).to(tl.int64) * BM + tl.arange(0, BM)
+        rn = tl.program_id(1).to(tl.int64) * BN + tl.arange(0, BN)
+        rk = tl.arange(0, BK)
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k0 in range(0, K, BK):  # one program, every K block in order: no split-K
+            kk = k0 + rk
+            x = tl.load(a + batch * sab + rm[:, None] * sam + kk[None, :] * sak,
+                        mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)  # fmt: skip
+            y = tl.load(b + batch * sbb + kk[:, None] * sbk + rn[None, :] * sbn,
+                        mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)  # fmt: skip
+            acc = tl.dot(x, y, acc, input_precision=PRECISION)
+        acc = acc * alpha
+        inside = (rm[:, None] < M) & (rn[None, :] < N)
+        if HAS_BIAS:
+            extra = tl.load(bias + batch * sxb + rm[:, None] * sxm + rn[None, :] * sxn, mask=inside, other=0.0)
+            acc = acc + beta * extra.to(tl.float32)
+        tl.store(c + batch * scb + rm[:, None] * scm + rn[None, :] * scn, acc.to(c.dtype.element_ty), mask=inside)
+
+    @triton.jit
+    def softmax(x, y, C, sx, sy, LOG: tl.constexpr, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+        row = tl.program_id(0).to(tl.int64)
+        cols = tl.arange(0, BLOCK)
+        top = tl.full((BLOCK,), float("-inf"), dtype=tl.float32)
+        for c0 in range(0, C, BLOCK):
+            v = tl.load(x + row * sx + c0 + cols, mask=c0 + cols < C, other=float("-inf")).to(tl.float32)
+            top = tl.maximum(top, v)
+        peak = tl.max(top, axis=0)
+        total = tl.zeros((BLOCK,), dtype=tl.float32)
+        for c0 in range(0, C, BLOCK):
+            v = tl.load(x + row * sx + c0 + cols, mask=c0 + cols < C, other=float("-inf")).to(tl.float32)
+            total += tl.exp(v - peak)
+        norm = tl.sum(total, axis=0)
+        for c0 in range(0, C, BLOCK):
+            v = tl.load(x + row * sx + c0 + cols, mask=c0 + cols < C, other=float("-inf")).to(tl.float32)
+            if LOG:
+                out = v - peak - tl.log(norm)
+            else:
+                out = tl.exp(v - peak) / norm
+            tl.store(y + row * sy + c0 + cols, out.to(y.dtype.element_ty), mask=c0 + cols < C)
+
+    @triton.jit
+    def row_mean(x, y, C, sx, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+        row = tl.program_id(0).to(tl.int64)
+        cols = tl.arange(0, BLOCK)
+        total = tl.zeros((BLOCK,), dtype=tl.float32)
+        for c0 in range(0, C, BLOCK):
+            total += tl.load(x + row * sx + c0 + cols, mask=c0 + cols < C, other=0.0).to(tl.float32)
+        tl.store(y + row, (tl.sum(total, axis=0) / C).to(y.dtype.element_ty))
+
+    return triton, matmul, softmax, row_mean
+
+
+def _precision(dtype: torch.dtype) -> str:
+    """``tl.dot``'s input precision: TF32 for float32 only where torch's matmul allows it (the
+    deterministic profile does not), as cuBLAS would."""
+    if dtype is not torch.float32:
+        return "ieee"
+    try:
+        allowed = torch.backends.cuda.matmul.fp32_precision == "tf32"
+    except (AttributeError, RuntimeError):
+        allowed = torch.get_float32_matmul_precision() != "highest"
+    return "tf32" if allowed else "ieee"
+
+
+def _floats(*tensors: Any) -> bool:
+    first = tensors[0]
+    return all(
+        isinstance(t, torch.Tensor) and t.dtype in FLOATS and t.dtype == first.dtype and t.device == first.device
+        for t in tensors
+    )
+
+
+def bmm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None, beta: float = 1, alpha: float = 1) -> Any:
+    """``beta * bias + alpha * (a @ b)`` for ``a`` (B, M, K), ``b`` (B, K, N) and a ``bias``
+    broadcast to (B, M, N), in fixed tiles with no split-K; ``NotImplemented`` outside it."""
+    if a.dim() != 3 or b.dim() != 3 or a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1] or not _floats(a, b):
+        return NotImplemented
+    batch, m, k = a.shape
+    n = b.shape[2]
+    out = torch.empty((batch, m, n), dtype=a.dtype, device=a.device)
+    extra: torch.Tensor = out  # a placeholder the kernel never reads without a bias
+    if bias is not None:
+        if not _floats(a, bias) or bias.dim() > 3:
+            return NotImplemented
+        try:
+            extra = bias.expand(batch, m, n)  # broadcast: strides of 0, no copy
+        except RuntimeError:
+            return NotImplemented
+    if out.numel() == 0:
+        return out
+    if k == 0:
+        return out.zero_() if bias is None else out.copy_(extra * beta)
+    triton, matmul, _, _ = _kernels()
+    grid = (triton.cdiv(m, BLOCK_M), triton.cdiv(n, BLOCK_N), batch)
+    matmul[grid](
+        a, b, out, extra, m, n, k, *a.stride(), *b.stride(), *out.stride(), *extra.stride(),
+        float(alpha), float(beta), HAS_BIAS=bias is not None, PRECISION=_precision(a.dtype),
+        BM=BLOCK_M, BN=BLOCK_N, BK=BLOCK_K,
+    )  # fmt: skip
+    return out
+
+
+def mm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None, beta: float = 1, alpha: float = 1) -> Any:
+    """:func:`bmm` for 2-D ``a`` and ``b`` (``addmm`` with a bias)."""
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.dim() != 2 or b.dim() != 2:
+        return NotImplemented
+    if bias is not None and (not isinstance(bias, torch.Tensor) or bias.dim() > 2):
+        return NotImplemented
+    out = bmm(a[None], b[None], None if bias is None else bias[None] if bias.dim() else bias, beta, alpha)
+    return out if out is NotImplemented else out[0]
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> Any:
+    """``x @ weight.T + bias`` over every leading dim of ``x``."""
+    if not isinstance(x, torch.Tensor) or x.dim() < 1 or not isinstance(weight, torch.Tensor) or weight.dim() != 2:
+        return NotImplemented
+    out = mm(x.reshape(-1, x.shape[-1]), weight.t(), bias)
+    return out if out is NotImplemented else out.reshape(*x.shape[:-1], weight.shape[0])
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor) -> Any:
+    """``torch.matmul`` for operands of 2 or more dims (the batch dims broadcast)."""
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.dim() < 2 or b.dim() < 2:
+        return NotImplemented
+    if b.dim() == 2:
+        out = mm(a.reshape(-1, a.shape[-1]), b)
+        return out if out is NotImplemented else out.reshape(*a.shape[:-1], b.shape[-1])
+    try:
+        lead = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except RuntimeError:
+        return NotImplemented
+    left = a.expand(*lead, *a.shape[-2:]).reshape(-1, *a.shape[-2:])
+    right = b.expand(*lead, *b.shape[-2:]).reshape(-1, *b.shape[-2:])
+    out = bmm(left, right)
+    return out if out is NotImplemented else out.reshape(*lead, a.shape[-2], b.shape[-1])
+
+
+def _rows(x: torch.Tensor, dims: list[int]) -> tuple[torch.Tensor, list[int]] | None:
+    """``x`` as (rows, columns), the ``dims`` last; ``None`` where a dim is the batch's (dim 0
+    of a tensor of 2 or more dims: a reduction over rows is not a row's own)."""
+    dims = sorted({d % max(x.dim(), 1) for d in dims})
+    if not dims or (0 in dims and x.dim() > 1):
+        return None
+    kept = [d for d in range(x.dim()) if d not in dims]
+    order = kept + dims
+    columns = math.prod(x.shape[d] for d in dims)
+    return x.permute(order).contiguous().reshape(-1, columns), order
+
+
+def softmax(x: torch.Tensor, dim: int, log: bool = False, dtype: torch.dtype | None = None) -> Any:
+    """Softmax (or log-softmax) over ``dim``, each row reduced in one program in a fixed order."""
+    if not isinstance(x, torch.Tensor) or x.dtype not in FLOATS or (dtype is not None and dtype not in FLOATS):
+        return NotImplemented
+    flat = _rows(x.to(dtype) if dtype is not None else x, [dim])
+    if flat is None:
+        return NotImplemented
+    rows, order = flat
+    out = torch.empty_like(rows)
+    if rows.numel():
+        triton, _, kernel, _ = _kernels()
+        kernel[(rows.shape[0],)](rows, out, rows.shape[1], rows.stride(0), out.stride(0), LOG=log, BLOCK=BLOCK_ROW)
+    shaped = out.reshape([x.shape[d] for d in order])
+    return shaped.permute([order.index(d) for d in range(x.dim())])
+
+
+def mean(x: torch.Tensor, dims: Any, keepdim: bool = False, dtype: torch.dtype | None = None) -> Any:
+    """``x.mean(dims)`` over dims that are not the batch's, each row summed in a fixed order."""
+    if dims is None or not isinstance(x, torch.Tensor) or x.dtype not in FLOATS:
+        return NotImplemented
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    if (dtype is not None and dtype not in FLOATS) or not dims or x.dim() == 0:
+        return NotImplemented
+    flat = _rows(x.to(dtype) if dtype is not None else x, dims)
+    if flat is None or flat[0].shape[1] == 0:
+        return NotImplemented
+    rows, order = flat
+    out = torch.empty(rows.shape[0], dtype=rows.dtype, device=rows.device)
+    if rows.shape[0]:
+        _, _, _, kernel = _kernels()
+        kernel[(rows.shape[0],)](rows, out, rows.shape[1], rows.stride(0), BLOCK=BLOCK_ROW)
+    reduced = {d % x.dim() for d in dims}
+    shape = [1 if d in reduced else x.shape[d] for d in range(x.dim())]
+    out = out.reshape(shape)
+    return out if keepdim else out.reshape([x.shape[d] for d in range(x.dim()) if d not in reduced])
+
+
+def attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    attn_mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> Any:
+    """``scaled_dot_product_attention`` as its math: two fixed-order matmuls and a fixed-order
+    softmax (memory grows with queries x keys, as the math backend's)."""
+    if dropout_p or not _floats(q, k, v) or q.dim() < 2 or k.dim() < 2 or v.dim() < 2:
+        return NotImplemented
+    if enable_gqa and q.dim() >= 3 and k.shape[-3] != q.shape[-3]:
+        repeat = q.shape[-3] // k.shape[-3]
+        k, v = k.repeat_interleave(repeat, dim=-3), v.repeat_interleave(repeat, dim=-3)
+    scores = matmul(q, k.transpose(-2, -1))
+    if scores is NotImplemented:
+        return NotImplemented
+    scores = scores * (1 / math.sqrt(q.shape[-1]) if scale is None else scale)
+    if is_causal:
+        keep = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
+        scores = scores.masked_fill(~keep, float("-inf"))
+    if attn_mask is not None:
+        scores = scores.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else scores + attn_mask
+    weights = softmax(scores, -1)
+    return weights if weights is NotImplemented else matmul(weights, v)
+
+
+def _mm_call(a: Any, b: Any) -> Any:
+    return mm(a, b)
+
+
+def _addmm_call(bias: Any, a: Any, b: Any, *, beta: float = 1, alpha: float = 1) -> Any:
+    return mm(a, b, bias, beta, alpha)
+
+
+def _baddbmm_call(bias: Any, a: Any, b: Any, *, beta: float = 1, alpha: float = 1) -> Any:
+    return bmm(a, b, bias, beta, alpha)
+
+
+def _softmax_int(x: Any, dim: int, dtype: Any = None) -> Any:
+    return softmax(x, dim, dtype=dtype)
+
+
+def _log_softmax_int(x: Any, dim: int, dtype: Any = None) -> Any:
+    return softmax(x, dim, log=True, dtype=dtype)
+
+
+def _softmax_raw(x: Any, dim: int, half_to_float: bool) -> Any:
+    return softmax(x, dim, dtype=torch.float32 if half_to_float else None)
+
+
+def _log_softmax_raw(x: Any, dim: int, half_to_float: bool) -> Any:
+    return softmax(x, dim, log=True, dtype=torch.float32 if half_to_float else None)
+
+
+CALLS: dict[Any, Any] = {
+    aten.mm.default: _mm_call,
+    aten.addmm.default: _addmm_call,
+    aten.bmm.default: bmm,
+    aten.baddbmm.default: _baddbmm_call,
+    aten.linear.default: linear,
+    aten.matmul.default: matmul,
+    aten.softmax.int: _softmax_int,
+    aten._softmax.default: _softmax_raw,
+    aten.log_softmax.int: _log_softmax_int,
+    aten._log_softmax.default: _log_softmax_raw,
+    aten.mean.dim: mean,
+    aten.scaled_dot_product_attention.default: attention,
+}
+
+
+def call(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``func(*args, **kwargs)`` through the fixed-order kernels, or ``NotImplemented`` where
+    they do not cover it (the caller's fallback runs then)."""
+    impl = CALLS.get(func)
+    return NotImplemented if impl is None else impl(*args, **kwargs)

@@ -1,0 +1,194 @@
+"""The fixed-order Triton kernels behind ``batch_invariant()`` on CUDA, run here by Triton's
+interpreter on CPU tensors: a row's bits alone equal its bits at any place in any batch, the
+values equal torch's, and what the kernels do not cover falls back to the tiles. What a GPU's
+own compiler and tensor cores make of them is not run here (bench/gpu_verify.py's rows)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import samebits
+from samebits.errors import UserError
+from samebits.runtime import fixed_order
+
+pytest.importorskip("triton", reason="the fixed-order kernels need Triton (pip install triton)")
+
+# Triton's interpreter is chosen when triton is imported: the kernels' tests run in a child
+# process started with TRITON_INTERPRET=1 (this file again), not in the suite's own process.
+INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
+interpreted = pytest.mark.skipif(
+    not INTERPRETED, reason="run under TRITON_INTERPRET=1 by test_the_kernels_in_a_child_under_tritons_interpreter"
+)
+
+
+@pytest.mark.skipif(INTERPRETED, reason="this is the child")
+def test_the_kernels_in_a_child_under_tritons_interpreter():
+    child = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__],
+        env={**os.environ, "TRITON_INTERPRET": "1"},
+        cwd=Path(__file__).resolve().parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert child.returncode == 0, child.stdout[-6000:] + child.stderr[-2000:]
+    summary = child.stdout.strip().splitlines()[-1]
+    assert " passed" in summary and "1 skipped" in summary, summary  # every kernel test ran; this one is skipped there
+
+
+def places_that_change_bits(fn, x: torch.Tensor, sizes=(1, 2, 3, 17, 64, 65, 100)) -> list[tuple[int, int]]:
+    """(batch size, row) where a row's output differs from its output alone: rows at the start
+    and, where the batch has them, in another tile of rows."""
+    differ = []
+    for n in (s for s in sizes if s <= len(x)):
+        out = fn(x[:n])
+        for row in {0, n // 2, n - 1}:
+            if not torch.equal(out[row], fn(x[row : row + 1])[0]):
+                differ.append((n, row))
+    return differ
+
+
+@interpreted
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_matmuls_give_a_row_its_bits_at_every_place_in_every_batch_and_torchs_values(dtype):
+    torch.manual_seed(0)
+    x = torch.randn(100, 70).to(dtype)
+    weight, bias = torch.randn(50, 70).to(dtype), torch.randn(50).to(dtype)
+    tol = {"rtol": 1e-5, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 2e-3, "atol": 2e-3}
+
+    def linear(rows):
+        return fixed_order.linear(rows, weight, bias)  # the weight read transposed, in place
+
+    assert places_that_change_bits(linear, x) == []
+    torch.testing.assert_close(linear(x), F.linear(x.float(), weight.float(), bias.float()).to(dtype), **tol)
+    reference = torch.addmm(torch.ones(100, 50), x.float(), weight.t().float(), beta=0.5, alpha=2.0)
+    torch.testing.assert_close(fixed_order.mm(x, weight.t(), torch.ones(100, 50).to(dtype), beta=0.5, alpha=2.0),
+                               reference.to(dtype), **tol)  # fmt: skip
+
+
+@interpreted
+def test_batched_matmuls_and_broadcast_batch_dims():
+    torch.manual_seed(1)
+    a, b = torch.randn(6, 3, 33, 40), torch.randn(3, 40, 20)
+    out = fixed_order.matmul(a, b)
+    torch.testing.assert_close(out, torch.matmul(a, b), rtol=1e-5, atol=1e-5)
+    assert torch.equal(fixed_order.matmul(a[:1], b), out[:1]) and torch.equal(fixed_order.matmul(a[4:5], b), out[4:5])
+    bias = torch.randn(6 * 3, 1, 20)
+    got = fixed_order.bmm(a.reshape(18, 33, 40), b.repeat(6, 1, 1), bias)
+    torch.testing.assert_close(got, torch.baddbmm(bias, a.reshape(18, 33, 40), b.repeat(6, 1, 1)), rtol=1e-5, atol=1e-5)
+
+
+@interpreted
+def test_softmax_and_mean_reduce_each_row_in_one_fixed_order():
+    torch.manual_seed(2)
+    wide = torch.randn(70, 2, 600)  # 600 columns: three blocks of 256 per row
+    wide[5, 1, :400] = float("-inf")  # a masked prefix
+    for x, dim in ((wide, -1), (torch.randn(70, 5, 8), 1)):
+        for log in (False, True):
+
+            def soft(rows, dim=dim, log=log):
+                return fixed_order.softmax(rows, dim, log=log)
+
+            assert places_that_change_bits(soft, x, sizes=(1, 3, 64, 70)) == []
+            reference = x.log_softmax(dim) if log else x.softmax(dim)
+            torch.testing.assert_close(soft(x), reference, rtol=1e-5, atol=1e-6)
+    y = wide.clamp(min=-5)
+
+    def row_mean(rows):
+        return fixed_order.mean(rows, [1, 2], keepdim=True)
+
+    assert places_that_change_bits(row_mean, y) == []
+    torch.testing.assert_close(row_mean(y), y.mean([1, 2], keepdim=True), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(fixed_order.mean(y, -1), y.mean(-1), rtol=1e-5, atol=1e-6)
+    assert fixed_order.softmax(y.half(), -1, dtype=torch.float32).dtype == torch.float32  # _softmax's half_to_float
+    # a reduction over the batch's own dim, float64 and a dropout are not theirs to run
+    assert fixed_order.mean(y, 0) is NotImplemented and fixed_order.softmax(y, 0) is NotImplemented
+    assert fixed_order.linear(y.double(), torch.randn(4, 600, dtype=torch.float64)) is NotImplemented
+    assert fixed_order.attention(y, y, y, dropout_p=0.1) is NotImplemented
+
+
+@interpreted
+def test_attention_as_fixed_order_math_with_masks_causality_and_grouped_heads():
+    torch.manual_seed(3)
+    q = torch.randn(20, 4, 9, 16)
+    k, v = torch.randn(20, 2, 9, 16), torch.randn(20, 2, 9, 8)
+    mask = torch.rand(20, 1, 9, 9) > 0.3
+    mask[..., 0] = True
+
+    def attend(rows_q, rows_k, rows_v, **options):
+        return fixed_order.attention(rows_q, rows_k, rows_v, enable_gqa=True, **options)
+
+    for options in ({"is_causal": True}, {"attn_mask": mask}, {"attn_mask": torch.where(mask, 0.0, -1e4)}):
+        ours = attend(q, k, v, **options)
+        torch.testing.assert_close(ours, F.scaled_dot_product_attention(q, k, v, enable_gqa=True, **options),
+                                   rtol=1e-5, atol=1e-5)  # fmt: skip
+        row_options = {name: (o[7:8] if isinstance(o, torch.Tensor) else o) for name, o in options.items()}
+        assert torch.equal(attend(q[7:8], k[7:8], v[7:8], **row_options), ours[7:8])
+
+
+class Block(nn.Module):
+    """A decoder block as transformers writes one: RMS norm by ``mean``, projections, causal SDPA,
+    and a log-softmax head."""
+
+    def __init__(self, width: int = 32, heads: int = 4, vocab: int = 50) -> None:
+        super().__init__()
+        self.heads, self.qkv, self.out = heads, nn.Linear(width, 3 * width), nn.Linear(width, width)
+        self.head = nn.Linear(width, vocab, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        normed = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+        q, k, v = self.qkv(normed).unflatten(-1, (3, self.heads, -1)).permute(2, 0, 3, 1, 4)
+        mixed = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).flatten(2)
+        return self.head(x + self.out(mixed)).log_softmax(-1)
+
+
+@interpreted
+def test_the_mode_runs_a_decoder_block_on_the_kernels_row_for_row(monkeypatch):
+    torch.manual_seed(4)
+    block = Block().eval()
+    x = torch.randn(40, 6, 32)
+    seen = set()
+    real = fixed_order.call
+    monkeypatch.setattr(fixed_order, "call", lambda func, *rest: seen.add(func) or real(func, *rest))
+    with torch.inference_mode(), samebits.batch_invariant(kernels=True):
+        out = block(x)
+        assert places_that_change_bits(block, x, sizes=(1, 3, 40)) == []
+    aten = torch.ops.aten
+    assert {aten.linear.default, aten.mean.dim, aten.scaled_dot_product_attention.default} <= seen
+    assert aten.log_softmax.int in seen
+    with torch.inference_mode():
+        torch.testing.assert_close(out, block(x), rtol=1e-4, atol=1e-5)
+
+
+@interpreted
+def test_cpu_tensors_keep_the_tiles_by_default_and_float64_falls_back_to_them(monkeypatch):
+    layer = nn.Linear(8, 5).eval()
+    x = torch.randn(50, 8)
+
+    def refuse(*_):
+        raise AssertionError("a CPU tensor reached the kernels without kernels=True")
+
+    monkeypatch.setattr(fixed_order, "call", refuse)
+    with torch.inference_mode(), samebits.batch_invariant():
+        tiled = layer(x)
+    torch.testing.assert_close(tiled, layer(x))
+    monkeypatch.undo()
+    wide = nn.Linear(8, 5).double().eval()
+    with torch.inference_mode(), samebits.batch_invariant(kernels=True):
+        assert places_that_change_bits(wide, x.double(), sizes=(1, 3, 50)) == []  # the tiles, not the kernels
+
+
+def test_asking_for_the_kernels_without_triton_is_one_clear_error(monkeypatch):
+    monkeypatch.setattr(fixed_order, "unavailable", lambda: "the fixed-order kernels need Triton (pip install triton)")
+    with pytest.raises(UserError, match="need Triton"):
+        samebits.batch_invariant(kernels=True)
+    with torch.inference_mode(), samebits.batch_invariant(kernels=False):  # the tiles need nothing
+        nn.Linear(3, 2)(torch.randn(4, 3))
