@@ -228,12 +228,79 @@ def batch_invariant_check() -> Row:
     )
 
 
+class Block(torch.nn.Module):
+    """A decoder block as transformers writes one: RMS norm by mean, projections, causal SDPA,
+    a log-softmax head (every op the fixed-order kernels cover)."""
+
+    def __init__(self, width: int = 256, heads: int = 8, vocab: int = 1000) -> None:
+        super().__init__()
+        self.heads, self.qkv = heads, torch.nn.Linear(width, 3 * width)
+        self.out, self.head = torch.nn.Linear(width, width), torch.nn.Linear(width, vocab, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        normed = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+        q, k, v = self.qkv(normed).unflatten(-1, (3, self.heads, -1)).permute(2, 0, 3, 1, 4)
+        mixed = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).flatten(2)
+        return self.head(x + self.out(mixed)).log_softmax(-1)
+
+
+def _changed_places(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> int:
+    """How many (batch size, row) places give a row other bits than it gets alone."""
+    changed = 0
+    for n in (n for n in (1, 3, 64, 65, 200) if n <= len(x)):
+        out = fn(x[:n])
+        changed += sum(not torch.equal(out[r], fn(x[r : r + 1])[0]) for r in {0, n // 2, n - 1})
+    return changed
+
+
+def _forward_ms(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, rounds: int = 20) -> float:
+    sync = torch.cuda.synchronize if x.is_cuda else (lambda: None)
+    fn(x)
+    sync()
+    t = time.perf_counter()
+    for _ in range(rounds):
+        fn(x)
+    sync()
+    return (time.perf_counter() - t) / rounds * 1e3
+
+
+def fixed_order_kernels(device: str = "cuda", width: int = 256, length: int = 32, count: int = 200) -> list[Row]:
+    import samebits
+    from samebits.runtime import fixed_order
+
+    claim = "batch_invariant() on CUDA: fixed-order Triton kernels, a row's bits at every place"
+    if reason := fixed_order.unavailable():
+        return [Row(claim, "0 places differ", "", f"skipped: {reason}")]
+    rows = []
+    torch.manual_seed(0)
+    for dtype in (torch.float32, torch.bfloat16):
+        block = Block(width).to(device, dtype).eval()
+        x = torch.randn(count, length, width, device=device, dtype=dtype)
+        with torch.inference_mode():
+            plain = _changed_places(block, x)
+            plain_ms = _forward_ms(block, x[:64])
+            with samebits.batch_invariant(kernels=True):  # what CUDA tensors take by default
+                fixed = _changed_places(block, x)
+                fixed_ms = _forward_ms(block, x[:64])
+                ours = block(x[:64]).float()
+            error = (ours - block(x[:64]).float()).abs().max().item()
+        rows.append(Row(f"{claim} ({dtype})", "0 places differ", f"{fixed} (plain: {plain}); max |diff| {error:.1e}",
+                        "pass" if fixed == 0 else "FAIL"))  # fmt: skip
+        rows.append(Row(f"fixed-order kernels' cost, batch 64 ({dtype})", "measured", f"{plain_ms:.2f} ms plain, "
+                        f"{fixed_ms:.2f} ms kernels ({plain_ms / fixed_ms:.2f}x)", "info"))  # fmt: skip
+    return rows
+
+
 def backend_in_new_process(backend: str, package: str) -> Row:
     claim = f"{backend}: built once, loaded with the same bits in a new process"
     try:
         __import__(package)
     except ImportError:
         return Row(claim, "identical", "", f"skipped: {package} not installed")
+    from samebits.runtime.backends import REGISTRY
+
+    if reason := REGISTRY[backend].unavailable("cuda:0"):
+        return Row(claim, "identical", "", f"skipped: {reason[:100]}")
     code = f"""
         import torch, samebits, sys
         torch.manual_seed(0)
@@ -260,6 +327,8 @@ CHECKS: list[tuple[str, Callable[[], Row | list[Row]]]] = [
     ("OOM back-off", oom_backoff),
     ("TensorRT", lambda: backend_in_new_process("tensorrt", "torch_tensorrt")),
     ("ONNX Runtime CUDA", lambda: backend_in_new_process("onnxruntime", "onnxruntime")),
+    ("ONNX Runtime TensorRT", lambda: backend_in_new_process("onnxruntime-tensorrt", "onnxruntime")),
+    ("fixed-order kernels", fixed_order_kernels),
     ("check's batch axis under batch_invariant()", lambda: batch_invariant_check()),
 ]
 

@@ -5,10 +5,14 @@ frames are gone."""
 
 from __future__ import annotations
 
+import shutil
 import sys
+from pathlib import Path
 
 import pytest
 import torch
+
+import samebits
 
 from samebits.measure import memory
 from samebits.models.inputs import ModelInputs
@@ -105,7 +109,8 @@ def test_onnx_runtime_on_cuda_uses_its_cuda_provider_or_says_it_cannot(monkeypat
         assert reason is not None and "needs ONNX Runtime's CUDA provider (pip install onnxruntime-gpu)" in reason
     (cuda, options), cpu = providers_for("cuda:1")
     assert cuda == "CUDAExecutionProvider" and cpu == "CPUExecutionProvider"
-    assert options == {"device_id": 1, "cudnn_conv_algo_search": "DEFAULT"}  # not EXHAUSTIVE: per-process autotuning
+    # not EXHAUSTIVE (per-process autotuning); TF32 off as torch's matmuls (the provider's default is on)
+    assert options == {"device_id": 1, "cudnn_conv_algo_search": "DEFAULT", "use_tf32": "0"}
     assert providers_for("cpu") == ["CPUExecutionProvider"]
     # under the deterministic profile its kernels' deterministic variants are asked for
     from samebits.models.spec import OnnxModel
@@ -114,3 +119,64 @@ def test_onnx_runtime_on_cuda_uses_its_cuda_provider_or_says_it_cannot(monkeypat
     torch.onnx.export(model, (torch.ones(1, 4),), str(tmp_path / "m.onnx"), dynamo=True, verbose=False)
     session = OnnxModel(tmp_path / "m.onnx", deterministic=True).session
     assert session.get_session_options().use_deterministic_compute is True
+
+
+def test_onnx_runtimes_cuda_provider_follows_torchs_tf32_switch():
+    from samebits.runtime.backends.onnx import cuda_options
+
+    before = torch.backends.cuda.matmul.fp32_precision
+    try:
+        torch.backends.cuda.matmul.fp32_precision = "tf32"  # what fast() allows
+        assert cuda_options("cuda:0")["use_tf32"] == "1"
+        with samebits.deterministic():
+            assert cuda_options("cuda:0")["use_tf32"] == "0"
+    finally:
+        torch.backends.cuda.matmul.fp32_precision = before
+
+
+def test_onnx_runtimes_tensorrt_provider_builds_one_engine_file_once_and_loads_it(monkeypatch, tmp_path):
+    """The engine is built once, embedded in an EP-context file written through the cache (its
+    timing cache removed after), and every later session only loads that file. TensorRT is
+    stood in for by a CPU session that writes the model as the context file: the flow, not the
+    engine (bench/gpu_verify.py's row on a GPU)."""
+    ort = pytest.importorskip("onnxruntime")
+    from samebits.models.inputs import ModelInputs
+    from samebits.runtime.backends import REGISTRY, build
+
+    assert "needs a CUDA device" in REGISTRY["onnxruntime-tensorrt"].unavailable("cpu")
+    if "TensorrtExecutionProvider" not in ort.get_available_providers():
+        assert "needs ONNX Runtime's TensorRT provider" in (
+            REGISTRY["onnxruntime-tensorrt"].unavailable("cuda:0") or ""
+        )
+    calls = []
+    real = ort.InferenceSession
+
+    def stand_in(path, options=None, providers=None, **kw):
+        name, trt = providers[0]
+        assert name == "TensorrtExecutionProvider" and trt["trt_fp16_enable"] == "0" and trt["trt_int8_enable"] == "0"
+        assert providers[1][0] == "CUDAExecutionProvider" and trt["device_id"] == providers[1][1]["device_id"] == 0
+        calls.append(dict(trt))
+        if "trt_ep_context_file_path" in trt:
+            assert Path(trt["trt_timing_cache_path"]).is_dir()
+            shutil.copyfile(path, trt["trt_ep_context_file_path"])
+        return real(path, options, providers=["CPUExecutionProvider"])
+
+    monkeypatch.setattr(
+        ort,
+        "get_available_providers",
+        lambda: ["TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"],
+    )
+    monkeypatch.setattr(ort, "InferenceSession", stand_in)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()).eval()
+    example = ModelInputs((torch.randn(2, 4),), {})
+    first = build("onnxruntime-tensorrt", model, example, tmp_path, "k1", device="cuda:0")
+    assert first.built_here and first.artifact.name == "onnxruntime-tensorrt-k1.ctx.onnx" and first.artifact.is_file()
+    assert [("trt_ep_context_file_path" in c, "trt_timing_cache_path" in c) for c in calls] == [
+        (True, True),
+        (False, False),
+    ]
+    assert not list(tmp_path.glob("*.timing"))  # the build's timing cache is gone
+    again = build("onnxruntime-tensorrt", model, example, tmp_path, "k1", device="cuda:0")
+    assert not again.built_here and len(calls) == 3 and "trt_ep_context_file_path" not in calls[2]
+    with torch.inference_mode():
+        torch.testing.assert_close(again.runner(example.args[0]), model(example.args[0]))

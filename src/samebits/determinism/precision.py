@@ -117,6 +117,16 @@ def restore(state: Fp32State) -> None:
     raise RuntimeError(f"could not restore float32 precision to {state!r}")
 
 
+def tf32_matmuls_allowed() -> bool:
+    """Whether torch's CUDA matmuls may use TF32 now (samebits' profiles say no), read from
+    ``fp32_precision`` where this torch has it, else the legacy matmul precision: what a kernel
+    outside cuBLAS (Triton's ``tl.dot``, ONNX Runtime's CUDA provider) should follow."""
+    value = _view(lambda: B.cuda.matmul.fp32_precision)
+    if value in ("tf32", "ieee"):
+        return bool(value == "tf32")
+    return bool(torch.get_float32_matmul_precision() != "highest")
+
+
 def fp32_precision_switch() -> Switch:
     """The float32 precision family as one switch (target: whether TF32/bf16 may be used)."""
 

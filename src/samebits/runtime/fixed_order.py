@@ -104,13 +104,9 @@ def _kernels() -> Any:
 def _precision(dtype: torch.dtype) -> str:
     """``tl.dot``'s input precision: TF32 for float32 only where torch's matmul allows it (the
     deterministic profile does not), as cuBLAS would."""
-    if dtype is not torch.float32:
-        return "ieee"
-    try:
-        allowed = torch.backends.cuda.matmul.fp32_precision == "tf32"
-    except (AttributeError, RuntimeError):
-        allowed = torch.get_float32_matmul_precision() != "highest"
-    return "tf32" if allowed else "ieee"
+    from samebits.determinism.precision import tf32_matmuls_allowed
+
+    return "tf32" if dtype is torch.float32 and tf32_matmuls_allowed() else "ieee"
 
 
 def _floats(*tensors: Any) -> bool:

@@ -1,5 +1,5 @@
 """The backend registry: one class per backend (eager, TorchScript, torch.export, torch.compile,
-ONNX Runtime, TensorRT) with its facts, read by the Predictor, ``backend="auto"``, the predict
+ONNX Runtime and its TensorRT provider, TensorRT) with its facts, read by the Predictor, ``backend="auto"``, the predict
 workers, ``doctor`` and ``bench``. Compiled artifacts are files keyed by content, built once and
 loaded everywhere."""
 
@@ -14,11 +14,11 @@ from samebits.models.inputs import ModelInputs
 from samebits.runtime.backends.base import Backend, BackendUnavailable, Built, BuildJob, ExportFailed
 from samebits.runtime.backends.capture import Captured, quiet
 from samebits.runtime.backends.native import Compile, Eager, Export, TorchScript
-from samebits.runtime.backends.onnx import OnnxRuntime
+from samebits.runtime.backends.onnx import OnnxRuntime, OnnxRuntimeTensorRT
 from samebits.runtime.backends.tensorrt import TensorRT
 
 REGISTRY: dict[str, Backend] = {
-    b.name: b for b in (Eager(), TorchScript(), Export(), Compile(), OnnxRuntime(), TensorRT())
+    b.name: b for b in (Eager(), TorchScript(), Export(), Compile(), OnnxRuntime(), OnnxRuntimeTensorRT(), TensorRT())
 }
 BACKENDS = tuple(REGISTRY)
 

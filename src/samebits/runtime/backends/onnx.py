@@ -4,8 +4,9 @@ and run with its own thread pool; the outputs come back in eager's structure."""
 from __future__ import annotations
 
 import inspect
+import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -74,7 +75,7 @@ class StructuredOnnx:
 
 class OnnxRuntime(Backend):
     name = "onnxruntime"
-    packages = ("onnxruntime", "onnx", "onnxscript")
+    packages: ClassVar[tuple[str, ...]] = ("onnxruntime", "onnxruntime-gpu", "onnx", "onnxscript")
     torch_threaded = False  # its own thread pool, sized when the session is built
     portable_cpu = False  # MLAS dispatches on the CPU's instruction sets; no variable caps it
 
@@ -97,12 +98,37 @@ class OnnxRuntime(Backend):
         from samebits.models.spec import OnnxModel
         from samebits.runtime.cache import build_once
 
-        model, example = job.model, job.example
-        exported = job.folder / f"onnx-{job.key}.onnx"
+        exported, built = self.export(job)
         optimized = job.folder / f"onnxruntime-{job.key}.ort.onnx"
 
+        def optimize(tmp: Path) -> None:
+            options = ort.SessionOptions()
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            options.optimized_model_filepath = str(tmp)
+            options.log_severity_level = 3  # its note that the file is machine-specific: the key holds the device
+            ort.InferenceSession(str(exported), options, providers=providers)
+
+        providers = providers_for(job.device)
+        built = build_once(optimized, optimize) or built
+        session = OnnxModel(
+            optimized,
+            threads=job.threads or torch.get_num_threads(),
+            spinning=job.spinning,
+            optimize=False,
+            providers=providers,
+            deterministic=torch.are_deterministic_algorithms_enabled(),
+        )
+        return Built(StructuredOnnx(session, job.model, job.example), optimized, built)
+
+    def export(self, job: BuildJob) -> tuple[Path, bool]:
+        """The model as one ONNX file (built once; dim 0 of each tensor argument named "batch"
+        where ``job.dynamic_batch``), and whether it was exported here."""
+        from samebits.runtime.cache import build_once
+
+        model, example = job.model, job.example
+        exported = job.folder / f"onnx-{job.key}.onnx"
+
         def export(tmp: Path) -> None:
-            # One file for every batch size: dim 0 of each tensor argument is "batch".
             dynamic = _batch_dims(model, example) if job.dynamic_batch else None
             try:
                 torch.onnx.export(
@@ -118,38 +144,103 @@ class OnnxRuntime(Backend):
             except Exception as exc:
                 raise ExportFailed(f"the model does not export to ONNX: {export_reason(exc)}") from exc
 
-        def optimize(tmp: Path) -> None:
-            options = ort.SessionOptions()
-            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-            options.optimized_model_filepath = str(tmp)
-            options.log_severity_level = 3  # its note that the file is machine-specific: the key holds the device
-            ort.InferenceSession(str(exported), options, providers=providers)
+        return exported, build_once(exported, export)
 
-        providers = providers_for(job.device)
-        built = build_once(exported, export)
-        built = build_once(optimized, optimize) or built
-        threads = job.threads or torch.get_num_threads()
+
+class OnnxRuntimeTensorRT(OnnxRuntime):
+    """ONNX Runtime's TensorRT provider: the engine built once per batch size and saved inside
+    an ONNX "EP context" file (the engine embedded), which every process loads instead of
+    building its own; FP32 (FP16 and INT8 off). The provider has no TF32 switch: TensorRT's
+    FP32 engines may use TF32 where eager under samebits' profiles does not. Not yet run on a GPU."""
+
+    name = "onnxruntime-tensorrt"
+    packages = ("onnxruntime-gpu", "onnx", "onnxscript", "tensorrt")
+    cuda_only = True
+    auto = False  # an engine build takes minutes; asked for by name
+
+    def unavailable(self, device: str) -> str | None:
+        if not device.startswith("cuda"):
+            return f"the {self.name} backend needs a CUDA device"
+        try:
+            import onnxruntime
+        except ImportError:
+            return super().unavailable(device)
+        have = onnxruntime.get_available_providers()
+        if "TensorrtExecutionProvider" not in have:
+            return (
+                f"the {self.name} backend needs ONNX Runtime's TensorRT provider (onnxruntime-gpu and "
+                f"TensorRT's libraries); this onnxruntime has {', '.join(have)}"
+            )
+        return super().unavailable(device)
+
+    def build(self, job: BuildJob) -> Built:
+        import onnxruntime as ort
+
+        from samebits.models.spec import OnnxModel
+        from samebits.runtime.cache import build_once
+
+        exported, built = self.export(job)
+        engine = job.folder / f"onnxruntime-tensorrt-{job.key}.ctx.onnx"
+
+        def compile_engine(tmp: Path) -> None:
+            # the timing cache is the build's own, removed after: TensorRT writes it in place (not
+            # atomically), and a rebuild is not promised the same tactics from it anyway
+            timing = tmp.with_name(tmp.name + ".timing")
+            timing.mkdir()
+            try:
+                options = ort.SessionOptions()
+                options.log_severity_level = 3
+                ort.InferenceSession(str(exported), options, providers=tensorrt_providers(job.device, tmp, timing))
+            finally:
+                shutil.rmtree(timing, ignore_errors=True)
+            if not tmp.exists():
+                raise BackendUnavailable("ONNX Runtime's TensorRT provider wrote no engine for this model")
+
+        built = build_once(engine, compile_engine, code=True) or built  # an engine is code TensorRT loads
         session = OnnxModel(
-            optimized,
-            threads=threads,
+            engine,
+            threads=job.threads or torch.get_num_threads(),
             spinning=job.spinning,
             optimize=False,
-            providers=providers,
+            providers=tensorrt_providers(job.device),
             deterministic=torch.are_deterministic_algorithms_enabled(),
         )
-        return Built(StructuredOnnx(session, model, example), optimized, built)
+        return Built(StructuredOnnx(session, job.model, job.example), engine, built)
 
 
 def providers_for(device: str) -> list[Any]:
     """ONNX Runtime's providers for ``device``: the CPU's, or the CUDA provider on ``cuda:N``
-    with cuDNN's convolution algorithm chosen by heuristics (its default, EXHAUSTIVE, times
-    candidates in each process and can pick another one in the next: another process, other
-    bits), the CPU's behind it for ops it lacks."""
+    (:func:`cuda_options`) with the CPU's behind it for ops it lacks."""
     if not device.startswith("cuda"):
         return ["CPUExecutionProvider"]
+    return [("CUDAExecutionProvider", cuda_options(device)), "CPUExecutionProvider"]
+
+
+def cuda_options(device: str) -> dict[str, Any]:
+    """The CUDA provider's options on ``cuda:N``: cuDNN's convolution algorithm chosen by
+    heuristics (its default, EXHAUSTIVE, times candidates in each process and can pick another
+    one in the next: another process, other bits), and TF32 only where torch's matmuls may use
+    it (the provider's default is on; samebits' profiles turn torch's off)."""
+    from samebits.determinism.precision import tf32_matmuls_allowed
+
     index = torch.device(device).index
     index = torch.cuda.current_device() if index is None else index
-    return [
-        ("CUDAExecutionProvider", {"device_id": index, "cudnn_conv_algo_search": "DEFAULT"}),
-        "CPUExecutionProvider",
-    ]
+    return {"device_id": index, "cudnn_conv_algo_search": "DEFAULT", "use_tf32": "1" if tf32_matmuls_allowed() else "0"}
+
+
+def tensorrt_providers(device: str, dump_to: Path | None = None, timing: Path | None = None) -> list[Any]:
+    """The TensorRT provider (FP32) before the CUDA and CPU providers, on ``cuda:N``. ``dump_to``:
+    build the engine and write it, embedded, into that ONNX "EP context" file, with TensorRT's
+    timing cache in the folder ``timing``; without it, the session loads such a file."""
+    cuda = cuda_options(device)
+    options: dict[str, Any] = {"device_id": cuda["device_id"], "trt_fp16_enable": "0", "trt_int8_enable": "0"}
+    if dump_to is not None:
+        options |= {
+            "trt_dump_ep_context_model": "1",
+            "trt_ep_context_file_path": str(dump_to),
+            "trt_ep_context_embed_mode": "1",
+            "trt_force_sequential_engine_build": "1",
+        }
+    if timing is not None:
+        options |= {"trt_timing_cache_enable": "1", "trt_timing_cache_path": str(timing)}
+    return [("TensorrtExecutionProvider", options), ("CUDAExecutionProvider", cuda), "CPUExecutionProvider"]
