@@ -52,6 +52,9 @@ PER_ROW_IF_BATCHED: dict[Any, tuple[int, ...]] = {
     aten.scaled_dot_product_attention.default: (3,),
 }
 TILE = 32
+# a linear over sequences (3 or more dims) takes tile x this many rows a call: as many as tiles
+# of 32-position samples did along dim 0, without knowing which leading dim is the batch
+SEQUENCE_ROWS = 32
 
 
 class BatchInvariant(TorchDispatchMode):
@@ -86,7 +89,8 @@ class BatchInvariant(TorchDispatchMode):
             # each output row is its input row's: every leading dim is rows, whichever is the
             # batch (attention's projections see (length, batch, features))
             x = args[0]
-            flat = _tiled(func, (x.reshape(-1, x.shape[-1]), *args[1:]), kwargs, (0,), self.tile)
+            rows = self.tile if x.dim() == 2 else self.tile * SEQUENCE_ROWS
+            flat = _tiled(func, (x.reshape(-1, x.shape[-1]), *args[1:]), kwargs, (0,), rows)
             return flat.reshape(*x.shape[:-1], flat.shape[-1])
         if rows is None or not _batched(args, rows):
             return func(*args, **kwargs)
