@@ -44,6 +44,21 @@ def test_the_kernels_in_a_child_under_tritons_interpreter():
     assert " passed" in summary and "1 skipped" in summary, summary  # every kernel test ran; this one is skipped there
 
 
+def spy_on_kernels(monkeypatch) -> set:
+    """The ops the kernels ran (not those they handed back to the tiles) from now on."""
+    ran: set = set()
+    real = fixed_order.call
+
+    def call(func, *rest):
+        out = real(func, *rest)
+        if out is not NotImplemented:
+            ran.add(func)
+        return out
+
+    monkeypatch.setattr(fixed_order, "call", call)
+    return ran
+
+
 def places_that_change_bits(fn, x: torch.Tensor, sizes=(1, 2, 3, 17, 64, 65, 100)) -> list[tuple[int, int]]:
     """(batch size, row) where a row's output differs from its output alone: rows at the start
     and, where the batch has them, in another tile of rows."""
@@ -155,9 +170,7 @@ def test_the_mode_runs_a_decoder_block_on_the_kernels_row_for_row(monkeypatch):
     torch.manual_seed(4)
     block = Block().eval()
     x = torch.randn(40, 6, 32)
-    seen = set()
-    real = fixed_order.call
-    monkeypatch.setattr(fixed_order, "call", lambda func, *rest: seen.add(func) or real(func, *rest))
+    seen = spy_on_kernels(monkeypatch)
     with torch.inference_mode(), samebits.batch_invariant(kernels=True):
         out = block(x)
         assert places_that_change_bits(block, x, sizes=(1, 3, 40)) == []
@@ -192,3 +205,37 @@ def test_asking_for_the_kernels_without_triton_is_one_clear_error(monkeypatch):
         samebits.batch_invariant(kernels=True)
     with torch.inference_mode(), samebits.batch_invariant(kernels=False):  # the tiles need nothing
         nn.Linear(3, 2)(torch.randn(4, 3))
+
+
+@interpreted
+@pytest.mark.parametrize("name", ["gpt2", "bert", "llama"])
+def test_transformers_models_from_configs_run_on_the_kernels_row_for_row(name, monkeypatch):
+    """GPT-2 (its Conv1D is addmm), BERT with a padding mask, Llama with grouped KV heads and RMS
+    norm (mean): every matmul, attention and mean on the kernels, each row its bits alone."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(7)
+    small = {"num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100, "max_position_embeddings": 16}
+    model = {
+        "gpt2": lambda: transformers.GPT2Model(
+            transformers.GPT2Config(n_embd=32, n_layer=2, n_head=4, vocab_size=100, n_positions=16)
+        ),
+        "bert": lambda: transformers.BertModel(transformers.BertConfig(hidden_size=32, intermediate_size=64, **small)),
+        "llama": lambda: transformers.LlamaModel(
+            transformers.LlamaConfig(hidden_size=32, intermediate_size=64, num_key_value_heads=2, **small)
+        ),
+    }[name]().eval()
+    ids = torch.randint(0, 100, (5, 8))
+    mask = torch.ones(5, 8, dtype=torch.long)
+    mask[1, 5:] = 0
+    seen = spy_on_kernels(monkeypatch)
+    with torch.inference_mode(), samebits.batch_invariant(kernels=True):
+        batch = model(input_ids=ids, attention_mask=mask)[0]
+        for row in range(5):
+            assert torch.equal(
+                batch[row], model(input_ids=ids[row : row + 1], attention_mask=mask[row : row + 1])[0][0]
+            )
+    aten = torch.ops.aten
+    ran = {"gpt2": {aten.addmm.default}, "bert": {aten.linear.default}, "llama": {aten.linear.default, aten.mean.dim}}
+    assert ran[name] | {aten.scaled_dot_product_attention.default} <= seen
+    with torch.inference_mode():
+        torch.testing.assert_close(batch, model(input_ids=ids, attention_mask=mask)[0], rtol=1e-4, atol=1e-5)
