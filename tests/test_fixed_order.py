@@ -207,6 +207,13 @@ def test_asking_for_the_kernels_without_triton_is_one_clear_error(monkeypatch):
         nn.Linear(3, 2)(torch.randn(4, 3))
 
 
+@pytest.mark.skipif(INTERPRETED, reason="the interpreter is what this asks for")
+def test_the_kernels_on_cpu_tensors_without_the_interpreter_are_one_clear_error():
+    with pytest.raises(UserError, match="TRITON_INTERPRET=1"):
+        with torch.inference_mode(), samebits.batch_invariant(kernels=True):
+            nn.Linear(3, 2)(torch.randn(4, 3))
+
+
 @interpreted
 @pytest.mark.parametrize("name", ["gpt2", "bert", "llama"])
 def test_transformers_models_from_configs_run_on_the_kernels_row_for_row(name, monkeypatch):

@@ -11,6 +11,7 @@ one tile shape, no split-K, no padding); convolutions keep the tiles. Not yet ru
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -74,9 +75,15 @@ class BatchInvariant(TorchDispatchMode):
         CUDA tensors where Triton is installed."""
         if func not in fixed_order.CALLS or self.kernels is False:
             return False
+        on_cuda = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
         if self.kernels:
+            if not on_cuda and os.environ.get("TRITON_INTERPRET") != "1":
+                raise UserError(
+                    "batch_invariant(kernels=True) on CPU tensors runs Triton's interpreter: "
+                    "start Python with TRITON_INTERPRET=1 (read when triton is imported), or use kernels=None"
+                )
             return True
-        return any(isinstance(a, torch.Tensor) and a.is_cuda for a in args) and fixed_order.unavailable() is None
+        return on_cuda and fixed_order.unavailable() is None
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
@@ -89,8 +96,8 @@ class BatchInvariant(TorchDispatchMode):
             # each output row is its input row's: every leading dim is rows, whichever is the
             # batch (attention's projections see (length, batch, features))
             x = args[0]
-            rows = self.tile if x.dim() == 2 else self.tile * SEQUENCE_ROWS
-            flat = _tiled(func, (x.reshape(-1, x.shape[-1]), *args[1:]), kwargs, (0,), rows)
+            per_call = self.tile if x.dim() == 2 else self.tile * SEQUENCE_ROWS
+            flat = _tiled(func, (x.reshape(-1, x.shape[-1]), *args[1:]), kwargs, (0,), per_call)
             return flat.reshape(*x.shape[:-1], flat.shape[-1])
         if rows is None or not _batched(args, rows):
             return func(*args, **kwargs)
