@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 import samebits
@@ -157,3 +158,26 @@ def test_torchs_fused_transformer_and_attention_fast_paths_are_tiled_with_per_ro
     with torch.inference_mode():
         torch.testing.assert_close(tiled[0], encode(index), atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(tiled[1], attend(index), atol=1e-5, rtol=1e-5)
+
+
+def test_edge_calls_keep_torchs_answers_weights_not_asked_for_biases_per_position_and_empties():
+    torch.manual_seed(8)
+    attention = nn.MultiheadAttention(16, 4, batch_first=True).eval()
+    x = torch.randn(40, 6, 16)
+    weight = torch.randn(4, 8)
+    calls = {
+        "attention without weights": lambda: attention(x, x, x, need_weights=False)[0],
+        "a bias per position": lambda: F.linear(torch.randn(5, 3, 8), weight, torch.randn(3, 4)),
+        "a bias per row": lambda: F.linear(torch.randn(40, 8), weight, torch.randn(40, 4)),
+        "no positions": lambda: F.linear(torch.randn(2, 0, 8), weight),
+        "no rows": lambda: F.linear(torch.randn(0, 8), weight),
+    }
+    for name, call in calls.items():
+        torch.manual_seed(9)
+        with torch.inference_mode(), samebits.batch_invariant():
+            tiled = call()
+        torch.manual_seed(9)
+        with torch.inference_mode():
+            torch.testing.assert_close(tiled, call(), msg=name, atol=1e-5, rtol=1e-5)
+    with torch.inference_mode(), samebits.batch_invariant():
+        assert changed_places(lambda rows: attention(rows, rows, rows, need_weights=False)[0], x) == []

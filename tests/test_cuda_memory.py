@@ -141,7 +141,7 @@ def test_onnx_runtimes_tensorrt_provider_builds_one_engine_file_once_and_loads_i
     engine (bench/gpu_verify.py's row on a GPU)."""
     ort = pytest.importorskip("onnxruntime")
     from samebits.models.inputs import ModelInputs
-    from samebits.runtime.backends import REGISTRY, build
+    from samebits.runtime.backends import REGISTRY, BackendUnavailable, build
 
     assert "needs a CUDA device" in REGISTRY["onnxruntime-tensorrt"].unavailable("cpu")
     if "TensorrtExecutionProvider" not in ort.get_available_providers():
@@ -180,3 +180,8 @@ def test_onnx_runtimes_tensorrt_provider_builds_one_engine_file_once_and_loads_i
     assert not again.built_here and len(calls) == 3 and "trt_ep_context_file_path" not in calls[2]
     with torch.inference_mode():
         torch.testing.assert_close(again.runner(example.args[0]), model(example.args[0]))
+    # a provider that writes no engine leaves nothing in the cache to load later
+    monkeypatch.setattr(ort, "InferenceSession", lambda path, options=None, providers=None, **kw: None)
+    with pytest.raises(BackendUnavailable, match="wrote no engine"):
+        build("onnxruntime-tensorrt", model, example, tmp_path, "k2", device="cuda:0")
+    assert not (tmp_path / "onnxruntime-tensorrt-k2.ctx.onnx").exists()

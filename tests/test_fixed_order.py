@@ -131,6 +131,38 @@ def test_softmax_and_mean_reduce_each_row_in_one_fixed_order():
 
 
 @interpreted
+def test_torchs_rules_at_the_edges_bias_ignored_at_beta_0_masked_queries_empty_and_invalid_calls():
+    aten = torch.ops.aten
+    a, b = torch.randn(10, 7), torch.randn(7, 5)
+    a_inf = a.clone()
+    a_inf[0, 0] = float("inf")
+    poisoned = torch.full((5,), float("nan"))  # GPT-2's baddbmm(torch.empty(...), beta=0) under the NaN fill
+    for args, options in (((poisoned, a, b), {"beta": 0}), ((torch.ones(5), a_inf, b), {"alpha": 0})):
+        torch.testing.assert_close(fixed_order.call(aten.addmm.default, args, options), torch.addmm(*args, **options))
+    q = torch.randn(3, 2, 4, 8)
+    mask = torch.ones(3, 1, 4, 4, dtype=torch.bool)
+    mask[1, 0, 0] = False  # a query that sees no key: zeros, as torch's math
+    torch.testing.assert_close(
+        fixed_order.attention(q, q, q, attn_mask=mask), F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+    )
+    assert fixed_order.attention(q, q, q, attn_mask=mask, is_causal=True) is NotImplemented  # torch raises
+    x = torch.randn(4, 3, 5)
+    for call in (
+        lambda: fixed_order.call(aten.softmax.int, (torch.randn(4, 0), -1), {}),
+        lambda: fixed_order.call(aten.bmm.default, (torch.randn(2, 3, 0), torch.randn(2, 0, 4)), {}),
+        lambda: fixed_order.softmax(torch.tensor(1.0), 0),
+        lambda: fixed_order.softmax(x, 5),
+        lambda: fixed_order.mean(x, [1, 1]),
+        lambda: fixed_order.mean(x, [-4]),
+    ):
+        assert call() is NotImplemented  # torch answers (empties) or raises its own error (bad dims)
+    with torch.inference_mode(), samebits.batch_invariant(kernels=True):
+        assert torch.softmax(torch.randn(4, 0), -1).shape == (4, 0)
+        with pytest.raises(IndexError):
+            torch.softmax(x, 5)
+
+
+@interpreted
 def test_attention_as_fixed_order_math_with_masks_causality_and_grouped_heads():
     torch.manual_seed(3)
     q = torch.randn(20, 4, 9, 16)

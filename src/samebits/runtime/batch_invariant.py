@@ -48,6 +48,7 @@ TYPED_MASKS: dict[Any, tuple[int, int]] = {
 }
 # arguments that are per row only where their dim 0 is the batch's (else broadcast to every row)
 PER_ROW_IF_BATCHED: dict[Any, tuple[int, ...]] = {
+    aten.linear.default: (2,),
     aten.addmm.default: (0,),
     aten.baddbmm.default: (0,),
     aten.scaled_dot_product_attention.default: (3,),
@@ -92,7 +93,7 @@ class BatchInvariant(TorchDispatchMode):
             if out is not NotImplemented:
                 return out
         rows = ROW_ARGS.get(func)
-        if func in (aten.linear.default, aten.matmul.default) and _times_a_weight(args):
+        if func in (aten.linear.default, aten.matmul.default) and _times_a_weight(func, args, kwargs):
             # each output row is its input row's: every leading dim is rows, whichever is the
             # batch (attention's projections see (length, batch, features))
             x = args[0]
@@ -104,16 +105,16 @@ class BatchInvariant(TorchDispatchMode):
         return _tiled(func, args, kwargs, rows, self.tile)
 
 
-def _times_a_weight(args: tuple[Any, ...]) -> bool:
-    """Whether a linear or matmul call is rows (of 2 or more dims) times one weight matrix."""
-    return (
-        len(args) > 1
-        and isinstance(args[0], torch.Tensor)
-        and not args[0].is_nested
-        and args[0].dim() >= 2
-        and isinstance(args[1], torch.Tensor)
-        and args[1].dim() == 2
-    )
+def _times_a_weight(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether a linear or matmul call is rows (of 2 or more dims, some) times one weight matrix
+    with at most one bias row for every row (a bias per position is cut with dim 0's tiles)."""
+    x = args[0] if args else None
+    if not isinstance(x, torch.Tensor) or x.is_nested or x.dim() < 2 or x.numel() == 0:
+        return False
+    if len(args) < 2 or not isinstance(args[1], torch.Tensor) or args[1].dim() != 2:
+        return False
+    bias = args[2] if func is aten.linear.default and len(args) > 2 else kwargs.get("bias")
+    return not isinstance(bias, torch.Tensor) or bias.dim() <= 1
 
 
 def _batched(args: tuple[Any, ...], rows: tuple[int, ...]) -> bool:
@@ -129,7 +130,7 @@ def _batched(args: tuple[Any, ...], rows: tuple[int, ...]) -> bool:
 
 def _tiled(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], rows: tuple[int, ...], tile: int) -> Any:
     batch = args[rows[0]].shape[0]
-    if batch == tile:
+    if batch == tile or batch == 0:
         return func(*args, **kwargs)
     count = -(-batch // tile)
     padded = count * tile
@@ -157,7 +158,10 @@ def _tiled(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], rows: tuple
         options = {**kwargs, "attn_mask": row_mask[part]} if row_mask is not None else kwargs
         outs.append(func(*call, **options))
     if isinstance(outs[0], tuple):  # fused attention: (output, weights), each cut back
-        return tuple(torch.cat(parts)[:batch] if parts[0].dim() else parts[0] for parts in zip(*outs))
+        return tuple(
+            parts[0] if not isinstance(parts[0], torch.Tensor) or not parts[0].dim() else torch.cat(parts)[:batch]
+            for parts in zip(*outs)
+        )  # weights not asked for are None (or empty)
     return torch.cat(outs)[:batch]
 
 

@@ -51,7 +51,7 @@ def _kernels() -> Any:
         batch = tl.program_id(2).to(tl.int64)
         rm = tl.program_id(0).to(tl.int64) * BM + tl.arange(0, BM)
         rn = tl.program_id(1).to(tl.int64) * BN + tl.arange(0, BN)
-        rk = tl.arange(0, BK)
+        rk = tl.arange(0, BK).to(tl.int64)  # offsets along K past 2**31 elements stay right
         acc = tl.zeros((BM, BN), dtype=tl.float32)
         for k0 in range(0, K, BK):  # one program, every K block in order: no split-K
             kk = k0 + rk
@@ -68,9 +68,9 @@ def _kernels() -> Any:
         tl.store(c + batch * scb + rm[:, None] * scm + rn[None, :] * scn, acc.to(c.dtype.element_ty), mask=inside)
 
     @triton.jit
-    def softmax(x, y, C, sx, sy, LOG: tl.constexpr, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+    def softmax(x, y, C, sx, sy, LOG: tl.constexpr, SAFE: tl.constexpr, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
         row = tl.program_id(0).to(tl.int64)
-        cols = tl.arange(0, BLOCK)
+        cols = tl.arange(0, BLOCK).to(tl.int64)
         top = tl.full((BLOCK,), float("-inf"), dtype=tl.float32)
         for c0 in range(0, C, BLOCK):
             v = tl.load(x + row * sx + c0 + cols, mask=c0 + cols < C, other=float("-inf")).to(tl.float32)
@@ -87,12 +87,14 @@ def _kernels() -> Any:
                 out = v - peak - tl.log(norm)
             else:
                 out = tl.exp(v - peak) / norm
+                if SAFE:  # a row with every entry -inf (attention with every key masked) is 0, not NaN
+                    out = tl.where(peak == float("-inf"), 0.0, out)
             tl.store(y + row * sy + c0 + cols, out.to(y.dtype.element_ty), mask=c0 + cols < C)
 
     @triton.jit
     def row_mean(x, y, C, sx, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
         row = tl.program_id(0).to(tl.int64)
-        cols = tl.arange(0, BLOCK)
+        cols = tl.arange(0, BLOCK).to(tl.int64)
         total = tl.zeros((BLOCK,), dtype=tl.float32)
         for c0 in range(0, C, BLOCK):
             total += tl.load(x + row * sx + c0 + cols, mask=c0 + cols < C, other=0.0).to(tl.float32)
@@ -125,6 +127,10 @@ def bmm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None, beta
     batch, m, k = a.shape
     n = b.shape[2]
     out = torch.empty((batch, m, n), dtype=a.dtype, device=a.device)
+    if beta == 0:
+        bias = None  # torch ignores the bias then (NaN in it included)
+    if alpha == 0:  # and the product (inf in it included)
+        return out.zero_() if bias is None else out.copy_(bias.expand(batch, m, n) * beta)
     extra: torch.Tensor = out  # a placeholder the kernel never reads without a bias
     if bias is not None:
         if not _floats(a, bias) or bias.dim() > 3:
@@ -185,17 +191,21 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> Any:
 def _rows(x: torch.Tensor, dims: list[int]) -> tuple[torch.Tensor, list[int]] | None:
     """``x`` as (rows, columns), the ``dims`` last; ``None`` where a dim is the batch's (dim 0
     of a tensor of 2 or more dims: a reduction over rows is not a row's own)."""
-    dims = sorted({d % max(x.dim(), 1) for d in dims})
-    if not dims or (0 in dims and x.dim() > 1):
-        return None
+    if x.dim() == 0 or not all(-x.dim() <= d < x.dim() for d in dims):
+        return None  # torch raises its own error for a dim out of range
+    normalized = [d % x.dim() for d in dims]
+    dims = sorted(set(normalized))
+    if len(dims) != len(normalized) or not dims or (0 in dims and x.dim() > 1):
+        return None  # a dim named twice: torch's error too
     kept = [d for d in range(x.dim()) if d not in dims]
     order = kept + dims
     columns = math.prod(x.shape[d] for d in dims)
     return x.permute(order).contiguous().reshape(-1, columns), order
 
 
-def softmax(x: torch.Tensor, dim: int, log: bool = False, dtype: torch.dtype | None = None) -> Any:
-    """Softmax (or log-softmax) over ``dim``, each row reduced in one program in a fixed order."""
+def softmax(x: torch.Tensor, dim: int, log: bool = False, dtype: torch.dtype | None = None, safe: bool = False) -> Any:
+    """Softmax (or log-softmax) over ``dim``, each row reduced in one program in a fixed order;
+    ``safe``: a row of only ``-inf`` gives zeros (torch's ``_safe_softmax``), not NaN."""
     if not isinstance(x, torch.Tensor) or x.dtype not in FLOATS or (dtype is not None and dtype not in FLOATS):
         return NotImplemented
     flat = _rows(x.to(dtype) if dtype is not None else x, [dim])
@@ -205,7 +215,9 @@ def softmax(x: torch.Tensor, dim: int, log: bool = False, dtype: torch.dtype | N
     out = torch.empty_like(rows)
     if rows.numel():
         triton, _, kernel, _ = _kernels()
-        kernel[(rows.shape[0],)](rows, out, rows.shape[1], rows.stride(0), out.stride(0), LOG=log, BLOCK=BLOCK_ROW)
+        kernel[(rows.shape[0],)](
+            rows, out, rows.shape[1], rows.stride(0), out.stride(0), LOG=log, SAFE=safe, BLOCK=BLOCK_ROW
+        )
     shaped = out.reshape([x.shape[d] for d in order])
     return shaped.permute([order.index(d) for d in range(x.dim())])
 
@@ -245,6 +257,8 @@ def attention(
     softmax (memory grows with queries x keys, as the math backend's)."""
     if dropout_p or not _floats(q, k, v) or q.dim() < 2 or k.dim() < 2 or v.dim() < 2:
         return NotImplemented
+    if is_causal and attn_mask is not None:
+        return NotImplemented  # torch's error
     if enable_gqa and q.dim() >= 3 and k.shape[-3] != q.shape[-3]:
         repeat = q.shape[-3] // k.shape[-3]
         k, v = k.repeat_interleave(repeat, dim=-3), v.repeat_interleave(repeat, dim=-3)
@@ -257,7 +271,7 @@ def attention(
         scores = scores.masked_fill(~keep, float("-inf"))
     if attn_mask is not None:
         scores = scores.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else scores + attn_mask
-    weights = softmax(scores, -1)
+    weights = softmax(scores, -1, safe=True)  # a query with every key masked: zeros, as torch's math
     return weights if weights is NotImplemented else matmul(weights, v)
 
 
@@ -275,6 +289,10 @@ def _baddbmm_call(bias: Any, a: Any, b: Any, *, beta: float = 1, alpha: float = 
 
 def _softmax_int(x: Any, dim: int, dtype: Any = None) -> Any:
     return softmax(x, dim, dtype=dtype)
+
+
+def _safe_softmax_call(x: Any, dim: int, dtype: Any = None) -> Any:
+    return softmax(x, dim, dtype=dtype, safe=True)
 
 
 def _log_softmax_int(x: Any, dim: int, dtype: Any = None) -> Any:
@@ -298,6 +316,7 @@ CALLS: dict[Any, Any] = {
     aten.matmul.default: matmul,
     aten.softmax.int: _softmax_int,
     aten._softmax.default: _softmax_raw,
+    aten._safe_softmax.default: _safe_softmax_call,  # attention's softmax outside inference mode
     aten.log_softmax.int: _log_softmax_int,
     aten._log_softmax.default: _log_softmax_raw,
     aten.mean.dim: mean,
@@ -309,4 +328,6 @@ def call(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``func(*args, **kwargs)`` through the fixed-order kernels, or ``NotImplemented`` where
     they do not cover it (the caller's fallback runs then)."""
     impl = CALLS.get(func)
-    return NotImplemented if impl is None else impl(*args, **kwargs)
+    if impl is None or any(isinstance(t, torch.Tensor) and t.numel() == 0 for t in (*args, *kwargs.values())):
+        return NotImplemented  # empty tensors: nothing to order, torch's shapes and errors
+    return impl(*args, **kwargs)

@@ -193,7 +193,7 @@ class OnnxRuntimeTensorRT(OnnxRuntime):
                 ort.InferenceSession(str(exported), options, providers=tensorrt_providers(job.device, tmp, timing))
             finally:
                 shutil.rmtree(timing, ignore_errors=True)
-            if not tmp.exists():
+            if tmp.stat().st_size == 0:  # the cache made tmp empty; the provider wrote nothing into it
                 raise BackendUnavailable("ONNX Runtime's TensorRT provider wrote no engine for this model")
 
         built = build_once(engine, compile_engine, code=True) or built  # an engine is code TensorRT loads
