@@ -95,7 +95,6 @@ class OnnxRuntime(Backend):
     def build(self, job: BuildJob) -> Built:
         import onnxruntime as ort
 
-        from samebits.models.spec import OnnxModel
         from samebits.runtime.cache import build_once
 
         exported, built = self.export(job)
@@ -110,15 +109,21 @@ class OnnxRuntime(Backend):
 
         providers = providers_for(job.device)
         built = build_once(optimized, optimize) or built
+        return self.loaded(optimized, job, providers, built)
+
+    def loaded(self, path: Path, job: BuildJob, providers: list[Any], built: bool) -> Built:
+        """A session on ``path`` with ``providers`` (its own threads), taking and giving eager's structures."""
+        from samebits.models.spec import OnnxModel
+
         session = OnnxModel(
-            optimized,
+            path,
             threads=job.threads or torch.get_num_threads(),
             spinning=job.spinning,
             optimize=False,
             providers=providers,
             deterministic=torch.are_deterministic_algorithms_enabled(),
         )
-        return Built(StructuredOnnx(session, job.model, job.example), optimized, built)
+        return Built(StructuredOnnx(session, job.model, job.example), path, built)
 
     def export(self, job: BuildJob) -> tuple[Path, bool]:
         """The model as one ONNX file (built once; dim 0 of each tensor argument named "batch"
@@ -176,7 +181,6 @@ class OnnxRuntimeTensorRT(OnnxRuntime):
     def build(self, job: BuildJob) -> Built:
         import onnxruntime as ort
 
-        from samebits.models.spec import OnnxModel
         from samebits.runtime.cache import build_once
 
         exported, built = self.export(job)
@@ -197,15 +201,7 @@ class OnnxRuntimeTensorRT(OnnxRuntime):
                 raise BackendUnavailable("ONNX Runtime's TensorRT provider wrote no engine for this model")
 
         built = build_once(engine, compile_engine, code=True) or built  # an engine is code TensorRT loads
-        session = OnnxModel(
-            engine,
-            threads=job.threads or torch.get_num_threads(),
-            spinning=job.spinning,
-            optimize=False,
-            providers=tensorrt_providers(job.device),
-            deterministic=torch.are_deterministic_algorithms_enabled(),
-        )
-        return Built(StructuredOnnx(session, job.model, job.example), engine, built)
+        return self.loaded(engine, job, tensorrt_providers(job.device), built)
 
 
 def providers_for(device: str) -> list[Any]:
