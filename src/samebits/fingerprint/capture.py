@@ -40,6 +40,8 @@ BIT_ENV_VARS = (
     "TORCH_BLAS_PREFER_CUBLASLT",
     "CUBLASLT_WORKSPACE_SIZE",
     "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
+    "TORCH_DISABLE_NATIVE_JIT",  # torch >= 2.13 on CUDA: some eager ops run on Triton kernels unless set
+    "TRITON_INTERPRET",  # Triton kernels (batch_invariant's on CUDA) run on the host instead
     "SAMEBITS_SEED",
 )
 
