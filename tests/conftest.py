@@ -129,6 +129,18 @@ def assert_record_then_verify_identical(spec: str, folder: Path) -> None:
 _SESSION: dict[str, object] = {}  # the outermost test session's config and exit status
 
 
+def changed_places(fn, x, sizes=(1, 3, 17, 40, 70)) -> list[tuple[int, int]]:
+    """(batch size, row) where a row's output (dim 0 of ``fn``'s) differs from its output alone:
+    the first, middle and last row of each batch of ``sizes`` rows that ``x`` has."""
+    import torch
+
+    differ = []
+    for n in (s for s in sizes if s <= len(x)):
+        out = fn(x[:n])
+        differ += [(n, row) for row in {0, n // 2, n - 1} if not torch.equal(out[row], fn(x[row : row + 1])[0])]
+    return differ
+
+
 def pytest_configure(config: pytest.Config) -> None:
     _SESSION.setdefault("config", config)  # pytester's in-process runs configure later, and are not ours
 

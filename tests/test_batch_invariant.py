@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import samebits
+from conftest import changed_places
 from samebits.errors import UserError
 
 
@@ -104,15 +105,6 @@ def test_a_broadcast_bias_or_mask_is_not_cut_into_rows_even_when_its_size_matche
         torch.testing.assert_close(torch.addmm(bias, a, w), bias + a @ w)
         tiled = torch.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=mask)
     torch.testing.assert_close(tiled, torch.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=mask))
-
-
-def changed_places(fn, x: torch.Tensor, sizes=(1, 3, 17, 40, 70)) -> list[tuple[int, int]]:
-    """(batch size, row) where a row's output (dim 0 of ``fn``'s) differs from its output alone."""
-    differ = []
-    for n in (s for s in sizes if s <= len(x)):
-        out = fn(x[:n])
-        differ += [(n, row) for row in {0, n // 2, n - 1} if not torch.equal(out[row], fn(x[row : row + 1])[0])]
-    return differ
 
 
 def test_rows_along_any_leading_dim_are_tiled_as_rows_not_by_dim_0():

@@ -5,6 +5,7 @@ own compiler and tensor cores make of them is not run here (bench/gpu_verify.py'
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import samebits
+from conftest import changed_places
 from samebits.errors import UserError
 from samebits.runtime import fixed_order
 
@@ -65,16 +67,8 @@ def spy_on_kernels(monkeypatch) -> set:
     return ran
 
 
-def places_that_change_bits(fn, x: torch.Tensor, sizes=(1, 2, 3, 17, 64, 65, 100)) -> list[tuple[int, int]]:
-    """(batch size, row) where a row's output differs from its output alone: rows at the start
-    and, where the batch has them, in another tile of rows."""
-    differ = []
-    for n in (s for s in sizes if s <= len(x)):
-        out = fn(x[:n])
-        for row in {0, n // 2, n - 1}:
-            if not torch.equal(out[row], fn(x[row : row + 1])[0]):
-                differ.append((n, row))
-    return differ
+# rows at the start and, where the batch has them, in another tile of rows
+places_that_change_bits = functools.partial(changed_places, sizes=(1, 2, 3, 17, 64, 65, 100))
 
 
 @interpreted

@@ -129,8 +129,6 @@ def bmm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None, beta
     out = torch.empty((batch, m, n), dtype=a.dtype, device=a.device)
     if beta == 0:
         bias = None  # torch ignores the bias then (NaN in it included)
-    if alpha == 0:  # and the product (inf in it included)
-        return out.zero_() if bias is None else out.copy_(bias.expand(batch, m, n) * beta)
     extra: torch.Tensor = out  # a placeholder the kernel never reads without a bias
     if bias is not None:
         if not _floats(a, bias) or bias.dim() > 3:
@@ -141,7 +139,7 @@ def bmm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None, beta
             return NotImplemented
     if out.numel() == 0:
         return out
-    if k == 0:
+    if k == 0 or alpha == 0:  # no product (torch ignores it at alpha 0, inf in it included)
         return out.zero_() if bias is None else out.copy_(extra * beta)
     triton, matmul, _, _ = _kernels()
     grid = (triton.cdiv(m, BLOCK_M), triton.cdiv(n, BLOCK_N), batch)
@@ -227,7 +225,7 @@ def mean(x: torch.Tensor, dims: Any, keepdim: bool = False, dtype: torch.dtype |
     if dims is None or not isinstance(x, torch.Tensor) or x.dtype not in FLOATS:
         return NotImplemented
     dims = [dims] if isinstance(dims, int) else list(dims)
-    if (dtype is not None and dtype not in FLOATS) or not dims or x.dim() == 0:
+    if dtype is not None and dtype not in FLOATS:
         return NotImplemented
     flat = _rows(x.to(dtype) if dtype is not None else x, dims)
     if flat is None or flat[0].shape[1] == 0:
@@ -237,7 +235,7 @@ def mean(x: torch.Tensor, dims: Any, keepdim: bool = False, dtype: torch.dtype |
     if rows.shape[0]:
         _, _, _, kernel = _kernels()
         kernel[(rows.shape[0],)](rows, out, rows.shape[1], rows.stride(0), BLOCK=BLOCK_ROW)
-    reduced = {d % x.dim() for d in dims}
+    reduced = set(order[x.dim() - len(dims) :])  # _rows put the reduced dims last (each once)
     shape = [1 if d in reduced else x.shape[d] for d in range(x.dim())]
     out = out.reshape(shape)
     return out if keepdim else out.reshape([x.shape[d] for d in range(x.dim()) if d not in reduced])

@@ -78,6 +78,11 @@ class OnnxRuntime(Backend):
     packages: ClassVar[tuple[str, ...]] = ("onnxruntime", "onnxruntime-gpu", "onnx", "onnxscript")
     torch_threaded = False  # its own thread pool, sized when the session is built
     portable_cpu = False  # MLAS dispatches on the CPU's instruction sets; no variable caps it
+    # the provider a CUDA device needs, and how to get it
+    cuda_provider: ClassVar[tuple[str, str]] = (
+        "CUDAExecutionProvider",
+        "ONNX Runtime's CUDA provider (pip install onnxruntime-gpu)",
+    )
 
     def unavailable(self, device: str) -> str | None:
         try:
@@ -85,11 +90,9 @@ class OnnxRuntime(Backend):
             import onnxscript  # noqa: F401  (the default exporter needs it)
         except ImportError:
             return "the onnxruntime backend needs onnxruntime and onnxscript: pip install 'samebits[onnx]'"
-        if device.startswith("cuda") and "CUDAExecutionProvider" not in onnxruntime.get_available_providers():
-            return (
-                f"the onnxruntime backend on {device} needs ONNX Runtime's CUDA provider (pip install onnxruntime-gpu); "
-                f"this onnxruntime has {', '.join(onnxruntime.get_available_providers())}"
-            )
+        provider, what = self.cuda_provider
+        if device.startswith("cuda") and provider not in (have := onnxruntime.get_available_providers()):
+            return f"the {self.name} backend on {device} needs {what}; this onnxruntime has {', '.join(have)}"
         return super().unavailable(device)
 
     def build(self, job: BuildJob) -> Built:
@@ -162,21 +165,10 @@ class OnnxRuntimeTensorRT(OnnxRuntime):
     packages = ("onnxruntime-gpu", "onnx", "onnxscript", "tensorrt")
     cuda_only = True
     auto = False  # an engine build takes minutes; asked for by name
-
-    def unavailable(self, device: str) -> str | None:
-        if not device.startswith("cuda"):
-            return f"the {self.name} backend needs a CUDA device"
-        try:
-            import onnxruntime
-        except ImportError:
-            return super().unavailable(device)
-        have = onnxruntime.get_available_providers()
-        if "TensorrtExecutionProvider" not in have:
-            return (
-                f"the {self.name} backend needs ONNX Runtime's TensorRT provider (onnxruntime-gpu and "
-                f"TensorRT's libraries); this onnxruntime has {', '.join(have)}"
-            )
-        return super().unavailable(device)
+    cuda_provider = (
+        "TensorrtExecutionProvider",
+        "ONNX Runtime's TensorRT provider (onnxruntime-gpu and TensorRT's libraries)",
+    )
 
     def build(self, job: BuildJob) -> Built:
         import onnxruntime as ort
