@@ -309,6 +309,44 @@ def test_the_app_mounts_inside_an_existing_fastapi_app(reference):
         predictor.close()
 
 
+def test_the_standalone_server_answers_infer_in_front_of_fastapi(reference):
+    """``samebits serve`` runs ``app.state.asgi``: infer is answered before FastAPI's middleware
+    (bits of predict_one, errors in the protocol's shape); every other route goes on to FastAPI."""
+    from fastapi.testclient import TestClient
+
+    import serve_models
+    from samebits.serve.server import build
+
+    model, example = serve_models.mlp()
+    app, predictor, _ = build(model, example)
+    x = torch.randn(2, 32, generator=torch.Generator().manual_seed(5))
+    body = {"id": "a", "inputs": [{"name": "x", "shape": [2, 32], "datatype": "FP32", "data": x.reshape(-1).tolist()}]}
+    path = f"/v2/models/{app.state.model_name}/infer"
+    reached: list[str] = []
+
+    class Spy:  # outermost of FastAPI's user middleware: what reaches FastAPI's stack
+        def __init__(self, inner):
+            self.inner = inner
+
+        async def __call__(self, scope, receive, send):
+            if scope["type"] == "http":
+                reached.append(scope["path"])
+            await self.inner(scope, receive, send)
+
+    app.add_middleware(Spy)
+    try:
+        with TestClient(app.state.asgi) as front:
+            first = front.post(path, json=body)
+            assert front.post(path, content=b"{").status_code == 400
+            assert reached == []  # FastAPI never ran
+            assert front.get("/v2/health/live").status_code == 200 and reached == ["/v2/health/live"]
+        assert first.status_code == 200 and first.json()["id"] == "a"
+        got = as_tensor(first.json())
+        assert all(torch.equal(got[i], reference.predict_one(x[i])) for i in range(2))
+    finally:
+        predictor.close()
+
+
 def test_the_served_fingerprint_digest_is_the_predict_manifests(tmp_path):
     """One name, one meaning: ``fingerprint_sha256`` is the bit-relevant digest in both places."""
     import numpy as np

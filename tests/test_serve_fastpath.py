@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+import torch
 
 from samebits.serve.fastpath import BodyTooLarge, Disconnected, InferShortPath, read_body, route_path
 
@@ -124,3 +125,24 @@ def test_a_request_nested_past_the_limit_is_refused_as_before(depth, refused):
                 parse(text)
         else:
             assert parse(text) is not None
+
+
+@pytest.mark.parametrize(
+    "datatype", ["BOOL", "UINT8", "INT8", "INT16", "INT32", "INT64", "FP16", "BF16", "FP32", "FP64"]
+)
+def test_raw_bytes_come_back_as_the_same_tensor_of_every_datatype(datatype):
+    """from_raw reads little-endian bytes into a tensor that owns its memory: raw_bytes of it
+    gives the bytes back, and it is writable."""
+    from samebits.serve.protocol import DATATYPES, from_raw, raw_bytes
+
+    dtype = DATATYPES[datatype]
+    source = (torch.arange(-6, 6).reshape(3, 4) * (7 if dtype.is_floating_point else 1)).to(dtype)
+    if dtype.is_floating_point:
+        source = source / 3
+    raw = raw_bytes(source)
+    tensor = from_raw(raw, datatype, [3, 4])
+    assert tensor.dtype == dtype and tensor.shape == (3, 4)
+    assert torch.equal(tensor, source) and raw_bytes(tensor) == raw
+    tensor.fill_(1)  # its own memory, not the request's buffer
+    assert raw_bytes(from_raw(raw, datatype, [3, 4])) == raw
+    assert from_raw(b"", datatype, [0, 4]).shape == (0, 4)

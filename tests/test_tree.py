@@ -136,3 +136,31 @@ def test_skeleton_round_trip_rebuilds_loaded_classes_only():
         tree.unskeleton(forged, tensors)
     with pytest.raises(tree.TreeError, match="not loaded"):
         tree.unskeleton({"$node": "dataclass", "type": "never_imported_module:Thing", "children": []}, tensors)
+
+
+def test_plain_tensors_take_and_join_as_the_walk_does():
+    """The no-walk path for plain tensors gives what the walk gives; a tensor subclass, a
+    tensor without the rows and a structure still take the walk."""
+    x = torch.arange(12.0).reshape(6, 2)
+    assert torch.equal(tree.take(x, 1, 4, 6), x[1:4])
+    assert torch.equal(tree.join([x[:2], x[2:]], [2, 4]), x)
+    with pytest.raises(tree.RowError):
+        tree.take(torch.zeros(3), 0, 1, 6, strict=True)  # no batch dim of 6: the walk's error
+    param = torch.nn.Parameter(x.clone())
+    assert torch.equal(tree.take(param, 0, 2, 6), x[:2])
+    assert tree.join([(x[:2],), (x[2:],)], [2, 4])[0].shape == (6, 2)
+
+
+def test_concat_batches_joins_row_tensors_and_keeps_a_shared_argument_from_the_first():
+    from samebits.measure.batching import concat_batches
+    from samebits.models.inputs import ModelInputs
+
+    a = ModelInputs((torch.ones(2, 3),), {"mask": torch.zeros(2, 5, dtype=torch.bool)})
+    b = ModelInputs((torch.full((1, 3), 2.0),), {"mask": torch.ones(1, 5, dtype=torch.bool)})
+    joined = concat_batches([a, b])
+    assert torch.equal(joined.args[0], torch.tensor([[1.0] * 3, [1.0] * 3, [2.0] * 3]))
+    assert joined.kwargs["mask"].tolist() == [[False] * 5, [False] * 5, [True] * 5]
+    # an argument without the batch's rows (a 4x4 table beside 2 and 1 rows) is shared: the first's
+    table = torch.eye(4)
+    shared = concat_batches([ModelInputs((torch.ones(2, 3), table)), ModelInputs((torch.ones(1, 3), table * 2))])
+    assert shared.args[0].shape == (3, 3) and torch.equal(shared.args[1], table)

@@ -29,6 +29,12 @@ def _plain(inputs: ModelInputs, dim: int) -> list[torch.Tensor] | None:
     return None
 
 
+def _rows_alike(values: list[torch.Tensor], dim: int) -> bool:
+    """Whether every tensor has the same size along ``dim`` (all are rows of one batch)."""
+    n = values[0].shape[dim]
+    return all(v.shape[dim] == n for v in values)
+
+
 def batch_size_of(inputs: ModelInputs, dim: int = 0) -> int | None:
     """The batch size of ``inputs``: the size along ``dim`` of the first tensor argument, or the
     length of the first list argument (torchvision-style images). ``None`` if neither."""
@@ -91,6 +97,19 @@ def random_neighbour(sample: ModelInputs, generator: torch.Generator, dim: int =
 def concat_batches(batches: list[ModelInputs], dim: int = 0) -> ModelInputs:
     """One batch from several of the same structure, in order (row tensors concatenated along
     ``dim``, row lists joined; arguments without rows taken from the first)."""
+    plain = [_plain(b, dim) for b in batches]
+    head = batches[0]
+    if all(
+        p is not None
+        and len(b.args) == len(head.args)
+        and b.kwargs.keys() == head.kwargs.keys()
+        and _rows_alike(p, dim)
+        for p, b in zip(plain, batches)
+    ):  # every argument a row tensor: joined without walking the tree (a served batch)
+        return ModelInputs(
+            tuple(torch.cat([b.args[i] for b in batches], dim) for i in range(len(head.args))),
+            {k: torch.cat([b.kwargs[k] for b in batches], dim) for k in head.kwargs},
+        )
     sizes = [_size(b, dim) for b in batches]
     return _from_tree(tree.join([_as_tree(b) for b in batches], sizes, dim=dim, strict=False))
 

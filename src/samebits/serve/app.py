@@ -10,7 +10,7 @@ import dataclasses
 import json
 import time
 from collections.abc import AsyncIterator, Callable, Hashable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import torch
 from fastapi import FastAPI, Request
@@ -23,7 +23,7 @@ from samebits.fingerprint.diff import bit_relevant_digest
 from samebits.models.inputs import ModelInputs
 from samebits.runtime.plan import Restartable, Runner
 from samebits.runtime.predictor import Predictor
-from samebits.serve.fastpath import BodyTooLarge, Disconnected, InferShortPath, error_body, read_body
+from samebits.serve.fastpath import ASGIApp, BodyTooLarge, Disconnected, InferShortPath, error_body, read_body
 from samebits.serve.batcher import Batcher, Draining, ForwardFailed, QueueFull, Stuck, TimedOut, TooLarge
 from samebits.serve.generate import BadGenerate, generate_batcher, parse_generate, supports_generate, vocab_size
 from samebits.serve.options import ServeOptions
@@ -482,5 +482,8 @@ def create_app(
                 metrics.requests.labels(str(status)).inc()
                 metrics.latency.observe(time.monotonic() - started)
 
+    # Inside FastAPI where the app is mounted into another; in front of all of it (FastAPI's own
+    # middleware: telemetry, body limit, error pages) where samebits runs the server itself
     app.add_middleware(InferShortPath, path=f"/v2/models/{name}/infer", handle=infer_short)
+    app.state.asgi = InferShortPath(cast(ASGIApp, app), f"/v2/models/{name}/infer", infer_short)
     return app

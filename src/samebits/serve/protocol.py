@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from samebits.files import BadJson, check_depth, parse_json
+from samebits.files import MAX_JSON_DEPTH, BadJson, check_depth, parse_json
 
 HEADER_LENGTH = "Inference-Header-Content-Length"
 
@@ -99,7 +99,8 @@ def parse_request_json(head: bytes) -> Any:
         data = _FAST_LOADS(head)
     except ValueError:  # orjson's JSONDecodeError
         return parse_json(head)
-    check_depth(data)
+    if head.count(b"[") + head.count(b"{") >= MAX_JSON_DEPTH:  # fewer openers cannot nest too deep
+        check_depth(data)
     return data
 
 
@@ -134,6 +135,11 @@ def tensor_header(spec: Any) -> tuple[str, list[int], str]:
 
 
 ITEMSIZE = {name: dtype.itemsize for name, dtype in DATATYPES.items()}
+_NUMPY = {
+    name: torch.empty(0, dtype=dtype).numpy().dtype.newbyteorder("<")
+    for name, dtype in DATATYPES.items()
+    if name != "BF16"
+}
 
 
 def itemsize(datatype: str) -> int:
@@ -144,9 +150,9 @@ def itemsize(datatype: str) -> int:
 def from_raw(raw: bytes, datatype: str, shape: list[int]) -> torch.Tensor:
     """A tensor from its raw little-endian bytes (already checked to be ``prod(shape)`` values),
     copied: the request's buffer is not kept."""
-    dtype = DATATYPES[datatype]
-    tensor = torch.frombuffer(bytearray(raw), dtype=dtype) if raw else torch.empty(0, dtype=dtype)
-    return tensor.reshape(shape)
+    if datatype == "BF16":  # numpy has no bfloat16: its raw 16 bits, viewed
+        return torch.from_numpy(np.frombuffer(raw, dtype=np.int16).copy()).view(torch.bfloat16).reshape(shape)
+    return torch.from_numpy(np.frombuffer(raw, dtype=_NUMPY[datatype]).reshape(shape).copy())
 
 
 def decode_tensor(spec: Any, binary: bytes, offset: int) -> tuple[str, torch.Tensor, int]:

@@ -210,7 +210,10 @@ def serve(app: FastAPI, options: ServeOptions = ServeOptions(), on_ready: Callab
             if self.started and on_ready is not None:
                 on_ready(self.servers[0].sockets[0].getsockname()[1] if self.servers else options.port)
 
-    config = uvicorn.Config(app, host=options.host, port=options.port, log_level="warning", lifespan="on")
+    asgi = getattr(app.state, "asgi", app)  # create_app's infer short path in front of FastAPI
+    config = uvicorn.Config(
+        asgi, host=options.host, port=options.port, log_level="warning", access_log=False, lifespan="on"
+    )
     server = Server(config)
 
     async def main() -> None:

@@ -503,6 +503,8 @@ def take(obj: Any, start: int, stop: int, n: int, *, dim: int = 0, strict: bool 
     """Rows ``start:stop`` of ``obj`` (a batch of ``n``), still batched; types kept. With
     ``strict``, a tensor without the batch dim is a :class:`RowError` (outputs); without, it is
     shared by every row and kept (inputs)."""
+    if type(obj) is torch.Tensor and obj.dim() > dim and obj.shape[dim] == n:  # the common case, no walk
+        return obj.narrow(dim, start, stop - start)
     return _row_walk([obj], [n], _Take(start, stop), dim=dim, strict=strict)
 
 
@@ -516,6 +518,8 @@ def join(parts: Sequence[Any], sizes: Sequence[int], *, dim: int = 0, strict: bo
     """Batches of the same structure joined in order (part ``i`` holds ``sizes[i]`` rows): the
     inverse of :func:`take`. With ``strict``, a shared leaf that differs between parts is a
     :class:`RowError`; without, the first part's is kept."""
+    if all(type(p) is torch.Tensor and p.dim() > dim and p.shape[dim] == n for p, n in zip(parts, sizes)):
+        return torch.cat(list(parts), dim)  # the common case, no walk
     return _row_walk(list(parts), list(sizes), _Join(strict), dim=dim, strict=strict)
 
 
