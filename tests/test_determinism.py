@@ -251,3 +251,48 @@ def test_cuda_rng_states_are_seeded_and_restored():
     with deterministic(3, device="cuda"):
         assert torch.equal(inside, torch.rand(4, device="cuda"))
     assert all(torch.equal(a, b) for a, b in zip(before, torch.cuda.get_rng_state_all()))
+
+
+INDUCTOR_FOLLOWS = """
+import sys, torch, samebits
+loaded = lambda: "torch._inductor.config" in sys.modules
+{before}
+with samebits.deterministic(0):
+    print("inside", loaded(), torch.are_deterministic_algorithms_enabled())
+    {inside}
+{after}
+import torch._inductor.config as config
+print("config", config.deterministic, torch.are_deterministic_algorithms_enabled())
+"""
+
+
+@pytest.mark.parametrize(
+    "before, inside, after, expected",
+    [
+        (
+            "",
+            "import torch._inductor.config as c; print('config', c.deterministic)",
+            "",
+            ["inside False True", "config True", "config False False"],
+        ),
+        ("", "pass", "", ["inside False True", "config False False"]),
+        (
+            "import torch._inductor.config",
+            "print('config', torch._inductor.config.deterministic)",
+            "",
+            ["inside True True", "config True", "config False False"],
+        ),
+        ("", "pass", "torch.use_deterministic_algorithms(True)", ["inside False True", "config True True"]),
+    ],
+    ids=["imported-inside", "imported-after", "imported-before", "user-call-after"],
+)
+def test_the_profile_sets_inductors_flag_as_torch_does_without_loading_inductor(before, inside, after, expected):
+    """Entering the profile no longer imports Inductor (0.85 s); its config.deterministic follows
+    torch's flag whenever Inductor is loaded (before, inside, after the profile, or by the user's
+    own call), even with TORCHINDUCTOR_DETERMINISTIC=1 saying otherwise at its import."""
+    from conftest import scrubbed_env
+
+    code = INDUCTOR_FOLLOWS.format(before=before, inside=inside, after=after)
+    done = run_python(code, env={**scrubbed_env(), "TORCHINDUCTOR_DETERMINISTIC": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[:-1] == expected

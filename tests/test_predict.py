@@ -343,3 +343,46 @@ def test_a_sample_digest_covers_every_output_row_and_the_outputs_names_and_shape
         sample_digests({"a": torch.full((2, 3), float("nan"))}, 2)[0]
         == sample_digests({"a": -torch.full((2, 3), float("nan"))}, 2)[1]
     )  # NaNs canonical
+
+
+def test_the_manifest_is_the_compact_sorted_json_of_its_header_and_shards(tmp_path):
+    """Entries encoded once and joined give the text json.dumps gives the whole (nested, unicode,
+    a header key sorting after "shards"), in index order whatever order shards complete."""
+    from samebits.offline.run import Manifest
+
+    header = {"kind": "predict", "zeta": {"b": [1, 2.5], "a": 'é"x'}, "alpha": None, "shards_note": "s"}
+    manifest = Manifest(tmp_path, header)
+    entries = [{"index": i, "file": f"{i}.safetensors", "sample_xxh3_128": ["ab"] * i, "z": True} for i in (2, 0, 1)]
+    for entry in entries:
+        manifest.add(entry)
+    manifest.write()
+    whole = {**header, "shards": sorted(entries, key=lambda e: e["index"])}
+    assert (tmp_path / "manifest.json").read_text() == json.dumps(whole, sort_keys=True, separators=(",", ":")) + "\n"
+
+
+def test_manifest_rewrites_are_spaced_by_what_a_write_costs(tmp_path, monkeypatch):
+    """At least MANIFEST_EVERY apart, and at most MANIFEST_SHARE of the time spent rewriting: a
+    write that takes 0.1 s waits 2 s before the next (a long job's manifest no longer costs a
+    rewrite of everything every half second)."""
+    from samebits.offline import run
+
+    clock = [100.0]
+    monkeypatch.setattr(run.time, "monotonic", lambda: clock[0])
+    manifest = run.Manifest(tmp_path, {"kind": "predict"})
+    manifest.write()  # instant: the least spacing
+    clock[0] += 0.4
+    assert manifest.written_lately()
+    clock[0] += 0.2
+    assert not manifest.written_lately()
+    real = run.atomic_write
+
+    def slow(path, write):
+        clock[0] += 0.1  # this write takes 0.1 s
+        real(path, write)
+
+    monkeypatch.setattr(run, "atomic_write", slow)
+    manifest.write()
+    clock[0] += 1.9
+    assert manifest.written_lately()
+    clock[0] += 0.2
+    assert not manifest.written_lately()

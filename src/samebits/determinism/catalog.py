@@ -7,6 +7,7 @@ from typing import Any, Callable
 
 import torch
 
+from samebits.determinism.inductor_follows import set_deterministic_algorithms
 from samebits.determinism.switches import Switch, is_missing, read_switch
 
 B = torch.backends
@@ -55,7 +56,7 @@ def deterministic_algorithms() -> Switch:
         return (torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled())
 
     def write(value: tuple[bool, bool]) -> None:
-        torch.use_deterministic_algorithms(value[0], warn_only=value[1])
+        set_deterministic_algorithms(value[0], warn_only=value[1])
 
     return Switch("torch.use_deterministic_algorithms (enabled, warn_only)", read, write)
 
