@@ -168,3 +168,25 @@ def test_an_op_outside_torch_may_allocate_where_the_probe_cannot_see(tmp_path):
         )
     with samebits.Predictor(Extension(), example_inputs=x, cache_dir=tmp_path) as p:
         assert torch.isnan(p.predict(x)[:, 3:]).all()  # the fill kept: what it leaves unwritten is NaN
+
+
+def test_the_probe_runs_without_loading_dynamo_and_still_sees_an_empty():
+    """In a fresh interpreter a Predictor's setup (the probe, the profile) loads neither Dynamo nor
+    Inductor (0.85 s); the probe still finds a forward that reads torch.empty."""
+    from conftest import run_python
+
+    code = """
+import sys, torch, samebits
+from samebits.determinism.fill import asks_for_uninitialized
+class Reads(torch.nn.Module):
+    def forward(self, x):
+        return x + torch.empty(x.shape)
+x = torch.ones(2, 3)
+print(asks_for_uninitialized(lambda: Reads()(x)))
+with samebits.Predictor(torch.nn.Linear(3, 2), example_inputs=x) as p:
+    p.predict(x)
+print("torch._dynamo" in sys.modules, "torch._inductor" in sys.modules)
+"""
+    done = run_python(code)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[:-1] == ["aten.empty", "False False"]

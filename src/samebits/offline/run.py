@@ -167,7 +167,7 @@ def header_of(
 
 
 MANIFEST_EVERY = 0.5  # least seconds between manifest rewrites; a shard done but not yet listed is redone by --resume
-MANIFEST_SHARE = 0.05  # and at most this share of the run's time spent rewriting it
+MANIFEST_SHARE = 0.02  # and at most this share of the run's time spent rewriting it
 
 
 def _compact(value: Any) -> str:
