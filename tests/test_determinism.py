@@ -296,3 +296,34 @@ def test_the_profile_sets_inductors_flag_as_torch_does_without_loading_inductor(
     done = run_python(code, env={**scrubbed_env(), "TORCHINDUCTOR_DETERMINISTIC": "1"})
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split("\n")[:-1] == expected
+
+
+def test_the_inductor_hook_leaves_other_finders_and_loaders_working():
+    """A finder of the user's that asks every other finder (as samebits' does) neither loops nor
+    is skipped, and the wrapped loader copies and pickles as the real one does."""
+    code = """
+import copy, importlib.abc, pickle, sys, torch, samebits
+class Asks(importlib.abc.MetaPathFinder):  # asks every other finder, then tags what it found
+    def find_spec(self, name, path, target=None):
+        if name != "torch._inductor.config" or getattr(self, "busy", False):
+            return None
+        self.busy = True
+        try:
+            for finder in sys.meta_path:
+                if finder is not self and hasattr(finder, "find_spec"):
+                    spec = finder.find_spec(name, path, target)
+                    if spec is not None:
+                        spec.tagged = True
+                        return spec
+        finally:
+            self.busy = False
+sys.meta_path.insert(0, Asks())
+with samebits.deterministic(0):
+    import torch._inductor.config as config
+    print(config.deterministic, getattr(config.__spec__, "tagged", False))
+loader = config.__loader__
+print(type(copy.copy(loader)).__name__, type(pickle.loads(pickle.dumps(loader))).__name__)
+"""
+    done = run_python(code)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[:-1] == ["True True", "_Following _Following"]

@@ -347,6 +347,37 @@ def test_the_standalone_server_answers_infer_in_front_of_fastapi(reference):
         predictor.close()
 
 
+def test_middleware_added_to_the_app_guards_infer_too():
+    """serve() runs the short path in front of FastAPI only while the app has no middleware of the
+    user's: once some is added (authentication here), infer requests pass through it as well."""
+    from fastapi.testclient import TestClient
+    from starlette.responses import JSONResponse
+
+    import serve_models
+    from samebits.serve.app import front
+    from samebits.serve.server import build
+
+    model, example = serve_models.mlp()
+    app, predictor, _ = build(model, example)
+    try:
+        assert front(app) is app.state.asgi
+
+        @app.middleware("http")
+        async def authenticate(request, call_next):
+            if request.headers.get("authorization") != "Bearer secret":
+                return JSONResponse({"error": "unauthorized"}, status_code=401)
+            return await call_next(request)
+
+        assert front(app) is app
+        body = {"inputs": [{"name": "x", "shape": [1, 32], "datatype": "FP32", "data": [0.0] * 32}]}
+        path = f"/v2/models/{app.state.model_name}/infer"
+        with TestClient(front(app)) as client:
+            assert client.post(path, json=body).status_code == 401
+            assert client.post(path, json=body, headers={"Authorization": "Bearer secret"}).status_code == 200
+    finally:
+        predictor.close()
+
+
 def test_the_served_fingerprint_digest_is_the_predict_manifests(tmp_path):
     """One name, one meaning: ``fingerprint_sha256`` is the bit-relevant digest in both places."""
     import numpy as np

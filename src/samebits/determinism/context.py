@@ -96,8 +96,9 @@ class _Profile(contextlib.ContextDecorator):
 
 
 def _note_env_side_effects(session: SwitchSession, before: set[str]) -> None:
-    """torch sets some variables while flags change (``use_deterministic_algorithms`` sets
-    ``TORCHINDUCTOR_CACHE_DIR``); they are recorded and removed on exit like any switch."""
+    """Variables torch sets while the flags change (importing Inductor sets
+    ``TORCHINDUCTOR_CACHE_DIR``, which torch's ``use_deterministic_algorithms`` did before samebits
+    set its flag without it) are recorded and removed on exit like any switch."""
     own = set(session.names())
     for var in sorted(set(os.environ) - before - own):
         switch = catalog.env_switch(var)

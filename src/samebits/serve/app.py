@@ -483,7 +483,18 @@ def create_app(
                 metrics.latency.observe(time.monotonic() - started)
 
     # Inside FastAPI where the app is mounted into another; in front of all of it (FastAPI's own
-    # middleware: telemetry, body limit, error pages) where samebits runs the server itself
+    # middleware: telemetry, body limit, error pages) where samebits runs the server (front())
     app.add_middleware(InferShortPath, path=f"/v2/models/{name}/infer", handle=infer_short)
     app.state.asgi = InferShortPath(cast(ASGIApp, app), f"/v2/models/{name}/infer", infer_short)
+    app.state.asgi_middleware = tuple(app.user_middleware)
     return app
+
+
+def front(app: FastAPI) -> Any:
+    """The ASGI app to serve: :func:`create_app`'s infer short path in front of FastAPI, unless
+    middleware was added to ``app`` since (authentication, CORS, limits: infer requests must pass
+    through it too), then ``app`` itself, whose short path answers inside that middleware."""
+    asgi = getattr(app.state, "asgi", None)
+    if asgi is None or tuple(app.user_middleware) != getattr(app.state, "asgi_middleware", None):
+        return app
+    return asgi

@@ -192,6 +192,8 @@ def serve(app: FastAPI, options: ServeOptions = ServeOptions(), on_ready: Callab
     ``app.state.grpc_port`` by then), and stopped after the batcher drained."""
     import uvicorn
 
+    from samebits.serve.app import front
+
     grpc: Any = None  # the grpc.aio server (--grpc-port), bound in main()
     app.state.grpc_port = None
 
@@ -210,9 +212,8 @@ def serve(app: FastAPI, options: ServeOptions = ServeOptions(), on_ready: Callab
             if self.started and on_ready is not None:
                 on_ready(self.servers[0].sockets[0].getsockname()[1] if self.servers else options.port)
 
-    asgi = getattr(app.state, "asgi", app)  # create_app's infer short path in front of FastAPI
     config = uvicorn.Config(
-        asgi, host=options.host, port=options.port, log_level="warning", access_log=False, lifespan="on"
+        front(app), host=options.host, port=options.port, log_level="warning", access_log=False, lifespan="on"
     )
     server = Server(config)
 
