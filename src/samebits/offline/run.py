@@ -181,7 +181,8 @@ class Manifest:
     they take at most ``MANIFEST_SHARE`` of the time; the last one is written at the end."""
 
     def __init__(self, out: Path, header: dict[str, Any]) -> None:
-        self.path, self.header = out / MANIFEST, header
+        self.path = out / MANIFEST
+        self._head = [(k, _compact(v)) for k, v in header.items() if k != "shards"]  # the same every rewrite
         self.shards: dict[int, dict[str, Any]] = {}
         self._texts: dict[int, str] = {}
         self._written, self._spacing = time.monotonic(), MANIFEST_EVERY
@@ -193,8 +194,8 @@ class Manifest:
     def text(self) -> str:
         """The manifest's JSON, as ``json.dumps(..., sort_keys=True)`` writes it compactly."""
         shards = "[" + ",".join(self._texts[i] for i in sorted(self._texts)) + "]"
-        items = [(k, _compact(v)) for k, v in self.header.items() if k != "shards"] + [("shards", shards)]
-        return "{" + ",".join(f"{json.dumps(k)}:{v}" for k, v in sorted(items)) + "}\n"
+        items = sorted([*self._head, ("shards", shards)])
+        return "{" + ",".join(f"{json.dumps(k)}:{v}" for k, v in items) + "}\n"
 
     def write(self) -> None:
         started = time.monotonic()

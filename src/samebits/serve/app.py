@@ -484,8 +484,9 @@ def create_app(
 
     # Inside FastAPI where the app is mounted into another; in front of all of it (FastAPI's own
     # middleware: telemetry, body limit, error pages) where samebits runs the server (front())
-    app.add_middleware(InferShortPath, path=f"/v2/models/{name}/infer", handle=infer_short)
-    app.state.asgi = InferShortPath(cast(ASGIApp, app), f"/v2/models/{name}/infer", infer_short)
+    path = f"/v2/models/{name}/infer"
+    app.add_middleware(InferShortPath, path=path, handle=infer_short)
+    app.state.asgi = InferShortPath(cast(ASGIApp, app), path, infer_short)
     app.state.asgi_middleware = tuple(app.user_middleware)
     return app
 
