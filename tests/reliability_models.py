@@ -142,3 +142,22 @@ def keyboard_interrupt_in_forward():
 def hangs_in_factory():
     while True:
         time.sleep(0.05)
+
+
+class Wanders(nn.Linear):
+    """A Linear whose forward changes the working folder (to ``$SB_WANDER``)."""
+
+    def forward(self, x):
+        os.chdir(os.environ["SB_WANDER"])
+        return super().forward(x)
+
+
+def wanders_in_factory():
+    """A factory that changes the working folder (to ``$SB_WANDER``) and leaves it there."""
+    os.chdir(os.environ["SB_WANDER"])
+    return linear()
+
+
+def wanders_in_forward():
+    torch.manual_seed(0)
+    return Wanders(3, 2).eval(), torch.ones(2, 3)

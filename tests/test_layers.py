@@ -29,7 +29,7 @@ LAYERS: list[set[str]] = [
         "report",
         "__init__",
     },  # report: HTML pages of saved reports (JSON in, HTML out)
-    {"errors", "exit_codes", "_version", "_lazy"},
+    {"errors", "exit_codes", "pystart", "_version", "_lazy"},
 ]
 LAYER_OF = {name: i for i, layer in enumerate(LAYERS) for name in layer}
 

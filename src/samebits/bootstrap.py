@@ -27,6 +27,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from samebits.determinism import deterministic
 
+    _put_first_on_path(target)
     with deterministic(opts.seed, threads=opts.threads):
         if target[0] == "-m":
             sys.argv = [target[1], *target[2:]]
@@ -39,8 +40,21 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"samebits run: can't open file '{target[0]}': no such file", file=sys.stderr)
                 sys.exit(2)
             sys.argv = list(target)
-            sys.path[0] = os.path.dirname(os.path.abspath(target[0]))
             runpy.run_path(target[0], run_name="__main__")
+
+
+def _put_first_on_path(target: list[str]) -> None:
+    """The first ``sys.path`` entry Python gives the user's program (samebits itself was started
+    without it: :mod:`samebits.pystart`): the script's folder, the working folder for ``-m``,
+    ``''`` for ``-c``; none where the interpreter's options (-P, -I) say so."""
+    if getattr(sys.flags, "safe_path", 0) or sys.flags.isolated:
+        return
+    if target[0] == "-m":
+        sys.path.insert(0, os.getcwd())
+    elif target[0] == "-c":
+        sys.path.insert(0, "")
+    else:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(target[0])))
 
 
 if __name__ == "__main__":

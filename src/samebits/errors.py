@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import re
+import warnings
 from collections.abc import Iterator
 
 
@@ -85,10 +87,25 @@ def _from_signal(exc: BaseException) -> bool:
     return bool(SIGNALS) and isinstance(exc, (KeyboardInterrupt, SystemExit))
 
 
+class UserCodeChanged(UserWarning):
+    """The user's code changed something of the process that samebits relies on (the working
+    folder) and samebits put it back; the CLI prints these whole."""
+
+
+def _cwd() -> str | None:
+    try:
+        return os.getcwd()
+    except OSError:  # the folder was removed under us
+        return None
+
+
 @contextlib.contextmanager
 def user_code(what: str) -> Iterator[None]:
     """Run the user's code: ``SystemExit``, ``GeneratorExit`` and an interrupt no signal caused
-    become :class:`UserCodeExit` ("the model's forward called sys.exit(0)")."""
+    become :class:`UserCodeExit` ("the model's forward called sys.exit(0)"). A working folder the
+    code changed is changed back (relative paths, children's folder) with a
+    :class:`UserCodeChanged` warning."""
+    cwd = _cwd()
     try:
         yield
     except (SystemExit, GeneratorExit, KeyboardInterrupt) as exc:
@@ -96,3 +113,13 @@ def user_code(what: str) -> Iterator[None]:
             raise
         how = f"called sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else f"raised {type(exc).__name__}"
         raise UserCodeExit(f"{what} {how}") from None
+    finally:
+        now = _cwd()
+        if cwd is not None and now != cwd:
+            with contextlib.suppress(OSError):
+                os.chdir(cwd)
+            warnings.warn(
+                f"{what} changed the working folder to {now}; samebits changed it back to {cwd}",
+                UserCodeChanged,
+                stacklevel=3,
+            )

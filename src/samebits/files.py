@@ -107,7 +107,8 @@ def folder_state(folder: Path, marker: str, ignore: tuple[str, ...] = ()) -> Fol
         return "new"
     if not folder.is_dir():
         return "file"
-    if (folder / marker).is_file():
+    mark = folder / marker
+    if mark.is_file() and not mark.is_symlink():  # a link is no marker samebits wrote
         return "mine"
     return "foreign" if any(p.name not in ignore for p in folder.iterdir()) else "empty"
 
@@ -146,19 +147,51 @@ class FolderBusy(OSError):
     """Another process holds the lock of a folder samebits writes into."""
 
 
+class NotARegularFile(UserError):
+    """A name samebits writes (a lock, a marker) is taken by a link, a FIFO or a device there:
+    samebits never writes through one (a planted link would have its target truncated)."""
+
+
+def open_lock(lock_file: Path) -> int:
+    """A descriptor of ``lock_file`` to lock (created if missing, never truncated), opened without
+    following a link and only where it is a regular file; :class:`NotARegularFile` otherwise."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # NONBLOCK: a FIFO
+    try:
+        fd = os.open(lock_file, flags, 0o666)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise NotARegularFile(
+                f"{lock_file} is a symbolic link; samebits does not write through links: remove it"
+            ) from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise NotARegularFile(f"{lock_file} is not a regular file; samebits locks only files it creates: remove it")
+    return fd
+
+
 @contextlib.contextmanager
-def exclusive(lock_file: Path) -> Iterator[None]:
-    """Hold an exclusive lock on ``lock_file`` (created if missing, kept afterwards) for the block;
-    :class:`FolderBusy` at once where another process holds it."""
-    with open(lock_file, "a") as handle:
+def exclusive(lock_file: Path, *, wait: bool = False) -> Iterator[None]:
+    """Hold an exclusive lock on ``lock_file`` (created if missing, kept afterwards; see
+    :func:`open_lock`) for the block; :class:`FolderBusy` at once where another process holds
+    it, unless ``wait``."""
+    fd = open_lock(lock_file)
+    try:
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
         except BlockingIOError:
             raise FolderBusy(f"{lock_file} is locked by another process") from None
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def remove_own_file(path: Path) -> None:
+    """Remove ``path`` where it is a regular file (one samebits wrote); a link, a folder or
+    anything else planted at that name is left alone."""
+    with contextlib.suppress(OSError):
+        if stat.S_ISREG(path.lstat().st_mode):
+            path.unlink()
 
 
 MAX_JSON_DEPTH = 64  # deeper than any file samebits writes; deeper input would overflow recursive readers

@@ -7,6 +7,8 @@ import re
 import shutil
 import sys
 
+from samebits.pystart import module_argv
+
 CUBLAS_DEFAULT = ":4096:8"
 
 # Python options that take a separate argument, and the ones that end option parsing.
@@ -93,7 +95,7 @@ def build_command(
             f"--deterministic applies to python running a script, -m module or -c code; '{cmd[0]}' runs with the environment only",
         )
     interpreter, target = split
-    boot = [*interpreter, "-m", "samebits.bootstrap", "--seed", str(seed)]
+    boot = [*module_argv("samebits.bootstrap", interpreter), "--seed", str(seed)]
     if threads is not None:
         boot += ["--threads", str(threads)]
     return [*boot, "--", *target], "the child enters samebits.deterministic() before the user's code"

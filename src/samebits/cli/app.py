@@ -142,6 +142,11 @@ def main(argv: list[str] | None = None) -> None:
                 # is what holds, here and in the children samebits starts
                 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
         code = _signal_code(_run(args, debug))
+    caught = caught or []  # None under --verbose: warnings were shown as they came
+    own_notes = [w for w in caught if issubclass(w.category, errors.UserCodeChanged)]
+    for message in dict.fromkeys(str(w.message) for w in own_notes):  # once each: a forward repeats them
+        typer.echo(f"samebits: note: {message}", err=True)
+    caught = [w for w in caught if not issubclass(w.category, errors.UserCodeChanged)]
     if caught and code in (0, 1):
         sources = sorted({_package_of(w.filename) for w in caught})
         typer.echo(

@@ -7,12 +7,16 @@ import time
 from typing import Optional
 
 import typer
+
+from samebits.cli.inputs import absolute
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Column, Table
 
 cache_app = typer.Typer(help="The Predictor's cached artifacts and calibrations.", no_args_is_help=True)
-DirOpt = typer.Option(None, "--cache-dir", metavar="DIR", help="Default: $SAMEBITS_CACHE_DIR or ~/.cache/samebits.")
+DirOpt = typer.Option(
+    None, "--cache-dir", metavar="DIR", callback=absolute, help="Default: $SAMEBITS_CACHE_DIR or ~/.cache/samebits."
+)
 
 
 @cache_app.command("list")

@@ -78,6 +78,7 @@ def check_command(
         None,
         "--out",
         metavar="DIR",
+        callback=opts.absolute,
         help="Also write a repro folder: report, fingerprint, inputs, origin outputs, command.",
     ),
     generate: Optional[int] = typer.Option(

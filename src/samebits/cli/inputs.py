@@ -21,9 +21,26 @@ DtypeOpt = typer.Option(
     metavar="D",
     help="A float dtype casts the model and its float inputs; with --input-shape, the dtype of the random inputs (once, or once per shape).",
 )
-JsonOpt = typer.Option(None, "--json", metavar="PATH", help="Also write the report as JSON ('-' for stdout).")
+
+
+def absolute(path: Optional[str]) -> Optional[str]:
+    """An output path made absolute when the command line is read, before any user code runs
+    (a factory or forward that changes the working folder cannot move where samebits writes);
+    ``-`` (stdout) and ``None`` stay."""
+    import os
+
+    return path if path in (None, "-") else os.path.join(os.getcwd(), path)
+
+
+JsonOpt = typer.Option(
+    None, "--json", metavar="PATH", callback=absolute, help="Also write the report as JSON ('-' for stdout)."
+)
 HtmlOpt = typer.Option(
-    None, "--html", metavar="FILE", help="Also write the report as one self-contained HTML page (extra: report)."
+    None,
+    "--html",
+    metavar="FILE",
+    callback=absolute,
+    help="Also write the report as one self-contained HTML page (extra: report).",
 )
 DeviceOpt = typer.Option("cpu", "--device", help="cpu, cuda, cuda:N or mps.")
 IntRangeOpt = typer.Option(

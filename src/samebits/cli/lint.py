@@ -6,6 +6,8 @@ from typing import Optional
 
 import typer
 
+from samebits.cli.inputs import absolute
+
 from samebits.errors import UserError
 from samebits.exit_codes import exit_code
 
@@ -23,7 +25,7 @@ def lint_command(
         None, "--explain", metavar="CODE|NAME", help="Print what a rule does, why, an example and the fix."
     ),
     output: Optional[str] = typer.Option(
-        None, "-o", "--output", metavar="FILE", help="Write the report to FILE instead of stdout."
+        None, "-o", "--output", metavar="FILE", callback=absolute, help="Write the report to FILE instead of stdout."
     ),
 ) -> None:
     """Lint Python files statically (the code is parsed, never imported or run).
@@ -58,8 +60,12 @@ def lint_command(
     result = lint(targets, config)
     text = render(result, fmt)
     if output:
+        from samebits.files import atomic_write
+
+        if Path(output).is_dir():
+            raise UserError(f"-o {output} is a directory; give a file path")
         try:
-            Path(output).write_text(text + "\n")
+            atomic_write(Path(output), lambda tmp: tmp.write_text(text + "\n"))
         except OSError as exc:
             raise UserError(f"cannot write -o {output}: {exc.strerror}") from None
     else:

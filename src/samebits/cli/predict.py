@@ -61,7 +61,12 @@ def predict_command(
         help="Input files or folders: tensor files (.npy, .safetensors, .pt), Parquet files, or images.",
     ),
     out_dir: str = typer.Option(
-        ..., "-o", "--output", metavar="OUT_DIR", help="Folder for the shards and manifest.json."
+        ...,
+        "-o",
+        "--output",
+        metavar="OUT_DIR",
+        callback=opts.absolute,
+        help="Folder for the shards and manifest.json.",
     ),
     batch_size: int = typer.Option(64, "--batch-size", help="Samples per call to the Predictor."),
     max_batch_size: Optional[int] = typer.Option(

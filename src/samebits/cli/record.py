@@ -15,7 +15,9 @@ D = RecordOptions()  # the library's defaults, declared once
 
 def record_command(
     model: str = opts.ModelArg,
-    output: str = typer.Option(..., "-o", "--output", metavar="FILE.safetensors", help="The golden file to write."),
+    output: str = typer.Option(
+        ..., "-o", "--output", metavar="FILE.safetensors", callback=opts.absolute, help="The golden file to write."
+    ),
     input_file: Optional[str] = opts.InputOpt,
     input_shape: Optional[list[str]] = opts.ShapeOpt,
     dtype: Optional[list[str]] = opts.DtypeOpt,

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from samebits.cli.inputs import absolute
+
 from samebits.files import BadJson, read_json
 from samebits.errors import UserError
 
@@ -14,7 +16,9 @@ def report_command(
     report_json: str = typer.Argument(
         ..., metavar="FILE.json", help="A report saved with --json (check, verify, doctor, bench)."
     ),
-    html_path: str = typer.Option(..., "--html", metavar="OUT.html", help="The self-contained HTML page to write."),
+    html_path: str = typer.Option(
+        ..., "--html", metavar="OUT.html", callback=absolute, help="The self-contained HTML page to write."
+    ),
 ) -> None:
     """Render a saved report as one self-contained HTML page (charts as inline SVG, no script,
     no network request): it opens from a mail attachment on an offline machine."""

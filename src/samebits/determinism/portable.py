@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from samebits.errors import UserError
+from samebits.pystart import module_argv
 
 # every variable a level or a simulated machine sets; a "native" child has them removed
 CODE_PATH_VARS = (
@@ -168,4 +169,5 @@ def reexec_under(name: str, argv: list[str]) -> None:
     env = {**os.environ, **found.env, "SAMEBITS_PORTABLE_STARTED": name}
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, "-m", "samebits", *argv], env)
+    argv = [*module_argv("samebits"), *argv]
+    os.execve(argv[0], argv, env)

@@ -1,4 +1,5 @@
-"""The one place samebits starts processes: ``python -m ENTRY ARGS`` in its own process group
+"""The one place samebits starts processes: ``python -m ENTRY ARGS`` (nothing imported from the
+working folder: :mod:`samebits.pystart`) in its own process group
 (killed as one), with ``PR_SET_PDEATHSIG`` (Linux: it dies with samebits however samebits ends),
 stderr into a temporary file (a chatty child never blocks on a full pipe; its last line explains
 a death), and registered so that an exit, a signal or the watchdog kills it. Two transports over
@@ -21,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import IO, Any
 
 from samebits import deadline
+from samebits.pystart import module_argv
 
 _LIVE: set[Child] = set()  # children still running, killed if the parent stops
 
@@ -80,7 +82,7 @@ class Child:
         self._stderr: IO[bytes] = tempfile.TemporaryFile()
         self._tail = "no output"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", entry, *args],
+            [*module_argv(entry), *args],
             env=dict(env) if env is not None else None,
             stdin=subprocess.PIPE if pipes else subprocess.DEVNULL,
             stdout=subprocess.PIPE if pipes else subprocess.DEVNULL,

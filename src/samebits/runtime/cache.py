@@ -4,13 +4,12 @@ atomically, loaded by every process."""
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import time
 import os
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,17 @@ import torch
 
 from samebits._version import __version__
 from samebits.errors import UserError
-from samebits.files import BadJson, atomic_write, folder_state, owned_entry, read_json, sha256_file, tree_bytes
+from samebits.files import (
+    BadJson,
+    atomic_write,
+    exclusive,
+    folder_state,
+    owned_entry,
+    read_json,
+    remove_own_file,
+    sha256_file,
+    tree_bytes,
+)
 
 
 def _home_cache() -> Path:
@@ -118,7 +127,7 @@ class ArtifactCache:
     # -- state ----------------------------------------------------------------------------------
     @property
     def is_cache(self) -> bool:
-        return (self.folder / MARKER).is_file()
+        return folder_state(self.folder, MARKER) == "mine"
 
     @property
     def writable(self) -> bool:
@@ -169,19 +178,13 @@ class ArtifactCache:
             )
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            (self.folder / MARKER).write_text(json.dumps({"samebits_cache": 1}) + "\n")
+            atomic_write(self.folder / MARKER, lambda tmp: tmp.write_text(json.dumps({"samebits_cache": 1}) + "\n"))
         except OSError as exc:
             raise CacheError(f"cannot create the cache folder {self.folder}: {exc.strerror}") from None
 
-    @contextlib.contextmanager
-    def lock(self, name: str) -> Iterator[None]:
+    def lock(self, name: str) -> contextlib.AbstractContextManager[None]:
         """An exclusive lock on ``name.lock``: two processes building one entry build it once."""
-        with open(self.folder / f"{name}.lock", "w") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+        return exclusive(self.folder / f"{name}.lock", wait=True)
 
     def _record(self, name: str, kind: str, what: str | None = None) -> None:
         path = self.folder / name
@@ -301,7 +304,7 @@ class ArtifactCache:
                 elif p.exists():
                     p.unlink()
                     count += 1
-                (self.folder / f"{name}.lock").unlink(missing_ok=True)
+                remove_own_file(self.folder / f"{name}.lock")
             self._write(MANIFEST, lambda tmp: tmp.write_text(json.dumps({"version": 1, "entries": {}})))
         return count
 
