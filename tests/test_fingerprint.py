@@ -8,6 +8,7 @@ import jsonschema
 import pytest
 
 from samebits.fingerprint import BIT_ENV_VARS, Fingerprint
+from samebits.fingerprint.diff import bit_relevant_digest
 
 from conftest import run_cli, scrubbed_env
 
@@ -61,6 +62,40 @@ def test_diff_names_fields_with_their_effect(fp):
     assert changes["cpu.capability"].affects_bits and "pick other" in changes["cpu.capability"].note
     assert "gained sve2" in changes["cpu.isa"].note
     assert not changes["samebits"].affects_bits
+
+
+def _pinned(fp, **cpu):
+    data = fp.to_dict()
+    data["cpu"] = {**data["cpu"], "portable": "x86-64-v3", **cpu}
+    return Fingerprint.from_dict(data)
+
+
+def test_under_one_level_the_cpu_model_is_neutral_but_the_vendor_is_not(fp):
+    """MKL pins the level's AVX2 branch only on Intel CPUs (oneMKL's CNR docs), so under one level a
+    CPU of another vendor keeps GEMM bits only by chance: verify compares by tolerance and says why."""
+    intel = _pinned(fp, model="Intel(R) Xeon(R) CPU @ 2.20GHz", vendor="GenuineIntel")
+    other_intel = _pinned(fp, model="Intel(R) Core(TM) i7-8700", vendor="GenuineIntel")
+    amd = _pinned(fp, model="AMD EPYC 7B12", vendor="AuthenticAMD")
+    assert not [c for c in intel.diff(other_intel) if c.affects_bits]
+    (vendor,) = [c for c in intel.diff(amd) if c.affects_bits]
+    assert vendor.field == "cpu.vendor" and "MKL pins its AVX2 branch only on Intel CPUs" in vendor.note
+    old = Fingerprint.from_dict({**amd.to_dict(), "cpu": {k: v for k, v in amd.cpu.items() if k != "vendor"}})
+    assert not [c for c in old.diff(amd) if c.affects_bits]  # recorded before the vendor: read from the model
+    assert [c.field for c in old.diff(intel) if c.affects_bits] == ["cpu.vendor"]
+    digest = lambda f: bit_relevant_digest(f.to_dict())  # noqa: E731
+    assert digest(intel) == digest(other_intel) != digest(amd) == digest(old)  # the calibration's key too
+
+
+def test_openblas_settings_count_only_where_torch_runs_openblas(fp):
+    data = fp.to_dict()
+    mkl = {**data, "torch_build": {**data["torch_build"], "blas": "mkl"}, "env": {}}
+    openblas = {**data, "torch_build": {**data["torch_build"], "blas": "open"}, "env": {}}
+    for base, counts in ((mkl, False), (openblas, True)):
+        a = Fingerprint.from_dict(base)
+        b = Fingerprint.from_dict({**base, "env": {"OPENBLAS_CORETYPE": "Haswell"}})
+        (change,) = a.diff(b)
+        assert change.field == "env.OPENBLAS_CORETYPE" and change.affects_bits is counts
+        assert (bit_relevant_digest(a.to_dict()) != bit_relevant_digest(b.to_dict())) is counts
 
 
 def test_from_dict_refuses_foreign_or_newer_data(fp):

@@ -64,16 +64,33 @@ NATIVE = "native"
 _X86 = ("x86_64", "amd64", "i686", "x86")
 
 
-def read_cpuinfo() -> tuple[str | None, set[str]]:
-    """This CPU's model name and flags, from ``/proc/cpuinfo`` (or the file named by
-    ``$SAMEBITS_CPUINFO``, which describes another CPU: the tests' "other machine")."""
+def _cpuinfo_text() -> str:
+    """``/proc/cpuinfo`` (or the file named by ``$SAMEBITS_CPUINFO``, which describes another CPU:
+    the tests' "other machine"); empty where unreadable."""
     try:
-        text = Path(os.environ.get("SAMEBITS_CPUINFO") or "/proc/cpuinfo").read_text(errors="replace")
+        return Path(os.environ.get("SAMEBITS_CPUINFO") or "/proc/cpuinfo").read_text(errors="replace")
     except OSError:
-        return None, set()
+        return ""
+
+
+def read_cpuinfo() -> tuple[str | None, set[str]]:
+    """This CPU's model name and flags (:func:`_cpuinfo_text`)."""
+    text = _cpuinfo_text()
     model = re.search(r"(?m)^(?:model name|Model|Hardware)\s*:\s*(.+)$", text)
     flags = re.search(r"(?m)^(?:flags|Features)\s*:\s*(.+)$", text)
     return (model.group(1).strip() if model else None), set(flags.group(1).split() if flags else ())
+
+
+def cpu_vendor(model: str | None = None) -> str | None:
+    """This CPU's vendor as the CPU names itself (``GenuineIntel``, ``AuthenticAMD``), from
+    ``/proc/cpuinfo``; given ``model``, the vendor a model name says (fingerprints from before
+    samebits recorded the vendor). Under a portable level it still changes bits: MKL applies its
+    CNR branches other than ``COMPATIBLE`` only on Intel CPUs (docs/portable.md)."""
+    if model is None:
+        found = re.search(r"(?m)^vendor_id\s*:\s*(\S+)", _cpuinfo_text())
+        return found.group(1) if found else None
+    lower = model.lower()
+    return "GenuineIntel" if "intel" in lower else "AuthenticAMD" if "amd" in lower else None
 
 
 def cpu_flags() -> set[str]:
@@ -147,7 +164,10 @@ def machines(under: str | None, flags: set[str]) -> list[tuple[str, dict[str, st
     out = [("this CPU" + (f" under {under}" if under else ""), {**native, **pinned})]
     ranked = [LEVELS[n] for n in LEVELS if n != NATIVE]
     floor = [lv.name for lv in ranked].index(under) if under else len(ranked) - 1
-    for lv in ranked[: floor + 1]:
+    for i, lv in enumerate(ranked[: floor + 1]):
+        above = ("avx512f",) if i == 0 else ranked[i - 1].requires  # what this CPU has beyond lv
+        if under is None and not all(f in flags for f in above):
+            continue  # this CPU is such a CPU: simulating it runs this CPU again
         if all(f in flags for f in lv.requires):
             label = f"an {lv.name} CPU" + (f" under {under}" if under else "")
             out.append((label, {**native, **lv.machine, **pinned}))

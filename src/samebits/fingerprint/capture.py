@@ -182,11 +182,12 @@ def _match(pattern: str, text: str) -> str | None:
 
 
 def _cpu(torch: Any) -> dict[str, Any]:
-    from samebits.determinism.portable import active_level, read_cpuinfo
+    from samebits.determinism.portable import active_level, cpu_vendor, read_cpuinfo
 
     model, flags = read_cpuinfo()
     return {
         "model": model or platform.processor() or None,
+        "vendor": cpu_vendor() or cpu_vendor(model or ""),
         "isa": sorted(f for f in ISA_FLAGS if f in flags),
         "capability": torch.backends.cpu.get_cpu_capability(),
         "count": os.cpu_count(),

@@ -31,6 +31,7 @@ _NOTES: list[tuple[str, bool, str]] = [
     ("cpu.isa", True, "CPU instruction sets: MKL/oneDNN pick other kernels (e.g. AVX512 vs AVX2)"),
     ("cpu.model", True, "CPU model: kernels are chosen per microarchitecture"),
     ("cpu.portable", True, "portable level: the baseline whose code paths MKL, oneDNN and ATen run"),
+    ("cpu.vendor", False, "CPU vendor: counted through cpu.model, and on its own under a portable level"),
     ("cpu.count", False, "CPU count: matters only through the thread counts"),
     ("threads.intra_op", True, "intra-op threads: reductions split differently"),
     ("threads.inter_op", False, "inter-op threads: scheduling only"),
@@ -58,6 +59,33 @@ _NOTES: list[tuple[str, bool, str]] = [
 # What a portable level pins: two fingerprints of one level may differ here and still run the
 # same code paths (docs/portable.md says what it does not cover).
 NEUTRALISED_BY_LEVEL = ("cpu.isa", "cpu.model", "env.MKL_ENABLE_INSTRUCTIONS")
+
+# ... except the vendor: MKL applies its CNR branches other than COMPATIBLE (x86-64-v3's AVX2)
+# only on Intel CPUs and runs its AUTO branch on others (oneMKL's developer guide), so GEMMs are
+# pinned within one vendor, not across (measured: docs/portable.md).
+LEVEL_ACROSS_VENDORS = (
+    "CPU vendor under one portable level: MKL pins its AVX2 branch only on Intel CPUs (on others it runs "
+    "its AUTO branch), so GEMMs (Linear, matmul, attention, LSTM) keep their bits within one vendor, not across"
+)
+
+
+def _vendor(fields: dict[str, Any]) -> str | None:
+    """The CPU vendor of a flattened fingerprint; from its model name where it was written before
+    samebits recorded the vendor."""
+    from samebits.determinism.portable import cpu_vendor
+
+    return fields.get("cpu.vendor") or cpu_vendor(str(fields.get("cpu.model") or ""))
+
+
+def _counts(field: str, fields: dict[str, Any]) -> bool:
+    """Whether ``field`` of this flattened fingerprint can change bits: its note says so, a level
+    neutralises what it pins, and OpenBLAS's variables do not count where torch's BLAS is MKL
+    (numpy's OpenBLAS reads them; torch's kernels never do)."""
+    if field.startswith("env.OPENBLAS_"):
+        return fields.get("torch_build.blas") != "mkl"
+    if field == "cpu.vendor":
+        return bool(fields.get("cpu.portable"))
+    return note_for(field)[0] and not (fields.get("cpu.portable") and field in NEUTRALISED_BY_LEVEL)
 
 
 @dataclasses.dataclass
@@ -99,12 +127,11 @@ def note_for(field: str) -> tuple[bool, str]:
 def bit_relevant(data: dict[str, Any]) -> dict[str, Any]:
     """The fields of a fingerprint (as a dict) that can change bits, by the notes above: the one
     definition that verify's policy and the Predictor's cache key share."""
-    pinned = bool((data.get("cpu") or {}).get("portable"))
-    return {
-        field: value
-        for field, value in flatten_fields(data).items()
-        if field != "schema_version" and note_for(field)[0] and not (pinned and field in NEUTRALISED_BY_LEVEL)
-    }
+    fields = flatten_fields(data)
+    out = {field: value for field, value in fields.items() if field != "schema_version" and _counts(field, fields)}
+    if fields.get("cpu.portable"):
+        out["cpu.vendor"] = _vendor(fields)
+    return out
 
 
 def bit_relevant_digest(data: dict[str, Any], without: tuple[str, ...] = ()) -> str:
@@ -128,6 +155,7 @@ def diff(a: Any, b: Any) -> list[FieldChange]:
     fb.pop("schema_version", None)
     level = fa.get("cpu.portable")
     pinned = level is not None and level == fb.get("cpu.portable")
+    fa["cpu.vendor"], fb["cpu.vendor"] = _vendor(fa), _vendor(fb)  # derived where not recorded
     changes = []
     for field in sorted(set(fa) | set(fb)):
         old, new = fa.get(field), fb.get(field)
@@ -138,5 +166,10 @@ def diff(a: Any, b: Any) -> list[FieldChange]:
                 note += f" (lost {', '.join(lost) or 'none'}; gained {', '.join(gained) or 'none'})"
             if pinned and field in NEUTRALISED_BY_LEVEL and affects:
                 affects, note = False, f"{note}; neutralised: both run portable level {level}"
+            if field.startswith("env.OPENBLAS_"):
+                affects = _counts(field, fa) or _counts(field, fb)
+                note += "" if affects else "; torch's BLAS is MKL, which never reads it"
+            if field == "cpu.vendor" and pinned:
+                affects, note = True, f"{LEVEL_ACROSS_VENDORS} (level {level})"
             changes.append(FieldChange(field, old, new, affects, note))
     return changes

@@ -135,6 +135,12 @@ def build_golden(
         "output_values": _values(leaves),
         "inputs": skeleton,
     }
+    cpu = fingerprint.get("cpu") or {}
+    if cpu.get("portable"):  # what the level promises, in words (docs/portable.md#across-vendors)
+        header["bits_hold_on"] = (
+            f"x86-64 CPUs of vendor {cpu.get('vendor') or 'unknown'} that run {cpu['portable']}, with the recorded "
+            "library versions and threads (MKL pins its CNR branches only on Intel CPUs: GEMMs differ across vendors)"
+        )
     return header, tensors
 
 

@@ -92,8 +92,23 @@ def time_task(model: Any, inputs: Any, job: dict) -> dict:
     return {"data": {"seconds": list(times.seconds["forward"])}}
 
 
+def probe_task(model: Any, inputs: Any, job: dict) -> dict:
+    """What this process's start-up variables do to each CPU-dependent library
+    (:func:`samebits.measure.code_paths.probe`); needs no model."""
+    from samebits.measure.code_paths import probe
+
+    return {"data": probe()}
+
+
 # Child tasks by name. Layers above add theirs in their own entry module (runtime/child.py).
-TASKS: dict[str, Task] = {"trace": trace_task, "memory": memory_task, "generate": generate_task, "time": time_task}
+TASKS: dict[str, Task] = {
+    "trace": trace_task,
+    "memory": memory_task,
+    "generate": generate_task,
+    "time": time_task,
+    "probe": probe_task,
+}
+MODEL_FREE = {"probe"}  # tasks that load no model
 
 
 def run(job: dict, *, tasks: dict[str, Task] = TASKS, wrap: Callable[[Any, Any, dict], Any] | None = None) -> dict:
@@ -111,6 +126,8 @@ def run(job: dict, *, tasks: dict[str, Task] = TASKS, wrap: Callable[[Any, Any, 
     task = tasks.get(job.get("task", "trace"))
     if task is None:
         raise ValueError(f"unknown child task {job.get('task')!r}; this entry knows {', '.join(tasks)}")
+    if job.get("task") in MODEL_FREE:
+        return task(None, None, job)
     model = _load_model(job)
     data = torch.load(job["inputs"], map_location="cpu", weights_only=True)
     model, inputs = prepare(

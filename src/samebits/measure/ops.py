@@ -27,17 +27,12 @@ def _dispatch_mode_class() -> Any:
     return TorchDispatchMode
 
 
-def op_digests(
-    model: Any, inputs: ModelInputs, module: str, call: int = 0, rows: tuple[int, int] | None = None
-) -> list[tuple[str, str]] | None:
-    """``[(op name, output digest)]`` for every aten op run inside call ``call`` of ``module``
-    (``""`` is the model), or ``None`` where this cannot be seen (no dispatch modes, no module)."""
+def _recorder(record: Any) -> Any:
+    """A dispatch mode class that calls ``record(name, output)`` after every aten op; ``None``
+    where torch has no dispatch modes."""
     base = _dispatch_mode_class()
-    modules = dict(model.named_modules()) if isinstance(model, nn.Module) else {}
-    if base is None or module not in modules:
+    if base is None:
         return None
-    cache = DigestCache()
-    ops: list[tuple[str, str]] = []
 
     class Recorder(base):  # type: ignore[misc, valid-type]
         @classmethod
@@ -48,10 +43,39 @@ def op_digests(
 
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             out = func(*args, **(kwargs or {}))
-            name = str(func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else func)
-            if name not in UNINITIALISED:
-                ops.append((name, cache.tree(out, rows)))
+            record(str(func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else func), out)
             return out
+
+    return Recorder
+
+
+def op_names(model: Any, inputs: ModelInputs) -> list[str] | None:
+    """The name of every aten op one forward runs, in order; ``None`` where ops cannot be seen."""
+    names: list[str] = []
+    recorder = _recorder(lambda name, out: names.append(name))
+    if recorder is None:
+        return None
+    with recorder(), torch.no_grad():
+        inputs.call(model)
+    return names
+
+
+def op_digests(
+    model: Any, inputs: ModelInputs, module: str, call: int = 0, rows: tuple[int, int] | None = None
+) -> list[tuple[str, str]] | None:
+    """``[(op name, output digest)]`` for every aten op run inside call ``call`` of ``module``
+    (``""`` is the model), or ``None`` where this cannot be seen (no dispatch modes, no module)."""
+    modules = dict(model.named_modules()) if isinstance(model, nn.Module) else {}
+    cache = DigestCache()
+    ops: list[tuple[str, str]] = []
+
+    def record(name: str, out: Any) -> None:
+        if name not in UNINITIALISED:
+            ops.append((name, cache.tree(out, rows)))
+
+    Recorder = _recorder(record)
+    if Recorder is None or module not in modules:
+        return None
 
     state: dict[str, Any] = {"count": 0, "mode": None}
 

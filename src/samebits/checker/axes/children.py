@@ -7,13 +7,21 @@ import dataclasses
 import random
 import time
 
-from samebits.checker.axes.machine import machine_jobs, machine_summary, portable_cost
+from samebits.checker.axes.machine import (
+    PROBE,
+    machine_jobs,
+    machine_summary,
+    portable_cost,
+    set_aside_unsimulated,
+    unsimulated_text,
+)
 from samebits.checker.axes.threads import skipped_single, thread_label, threads_summary
 from samebits.checker.context import CheckContext, keys_for, origin_from
 from samebits.tensors.compare import Verdict, worst_verdict
 from samebits.checker.report import AxisResult, ChildRun, ChildrenDetails, Difference, Rerun
 from samebits.runtime.child import ENTRY as RUNTIME_ENTRY
 from samebits.measure.child import OUTPUT_KEY
+from samebits.measure.code_paths import libraries_used
 from samebits.measure.ops import first_op_difference
 from samebits.determinism.portable import DEFAULT_LEVEL, active_level
 from samebits.errors import first_line
@@ -183,7 +191,17 @@ class ChildAxes:
         for name, jobs in self.plan.items():
             part = done[offset : offset + len(jobs)]
             offset += len(jobs)
+            aside: dict[str, list[str]] = {}
+            if name == "machine":
+                used, probes = libraries_used(ctx.module, ctx.inputs), [r for r in part if r.label.startswith(PROBE)]
+                part, aside = set_aside_unsimulated(part, used)
+                if len(part) < 2:
+                    reason = f"{unsimulated_text(aside)}: no other CPU's code paths could be run here"
+                    self.results[name] = AxisResult(name, "skipped", len(part), reason=reason)
+                    continue
             self.results[name], pair = _compare_children(ctx, name, part)
+            if aside and isinstance(self.results[name].details, ChildrenDetails):
+                self.results[name].details.unsimulated = aside  # type: ignore[union-attr]
             if name == "process" and pair is not None:
                 ctx.progress("re-running the processes with one fixed PYTHONHASHSEED")
                 fixed = runner.run(
@@ -200,8 +218,11 @@ class ChildAxes:
                     pinned_jobs, cannot = machine_jobs(DEFAULT_LEVEL, ctx.options.runtime) if pair else ([], None)
                     if pair is not None and details.portable is None and cannot is None:
                         ctx.progress(f"machine: every CPU again under {DEFAULT_LEVEL}, and what it costs")
-                        again, _ = _compare_children(ctx, name, runner.run(pinned_jobs))
-                        details.pinned = Rerun(again.verdict, again.agreed, again.runs)
+                        traces = [j for j in pinned_jobs if j.task != "probe"]  # the probes are the same
+                        simulated, _ = set_aside_unsimulated(runner.run(traces) + probes, used)
+                        if len(simulated) >= 2:  # else no CPU could be simulated under it: not verified
+                            again, _ = _compare_children(ctx, name, simulated)
+                            details.pinned = Rerun(again.verdict, again.agreed, again.runs)
                         details.portable_cost = portable_cost(runner)
             if pair is not None:
                 ctx.progress(f"{name}: the two processes that differ, again with hooks")

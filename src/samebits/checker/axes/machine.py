@@ -8,15 +8,21 @@ import statistics
 
 from samebits.checker.report import AxisResult, ChildrenDetails, PortableCost
 from samebits.determinism.portable import CODE_PATH_VARS, DEFAULT_LEVEL, LEVELS, cpu_flags, machines
-from samebits.measure.processes import ChildJob, ChildRunner
+from samebits.measure.code_paths import unreached
+from samebits.measure.processes import ChildJob, ChildResult, ChildRunner
 
 COST_ROUNDS = 2  # each a native and a pinned process, one after the other
 
 
+PROBE = "probe: "  # the label prefix of a simulated CPU's probe (its variables alone, no level)
+
+
 def machine_jobs(under: str | None, runtime: str | None = None) -> tuple[list[ChildJob], AxisResult | None]:
     """One child per simulated CPU (under portable level ``under``: those that can run it, each
-    running it), one fixed hash seed for all; or the axis skipped, and why (a ``runtime`` whose
-    kernels the simulation cannot reach would agree everywhere here and not on other CPUs)."""
+    running it), one fixed hash seed for all, then one probe per simulated CPU without the level
+    (what its variables reach here: measure/code_paths.py); or the axis skipped, and why (a
+    ``runtime`` whose kernels the simulation cannot reach would agree everywhere here and not on
+    other CPUs)."""
     unreachable = _unsimulated(runtime, under)
     if unreachable:
         return [], AxisResult("machine", "skipped", reason=unreachable)
@@ -24,7 +30,11 @@ def machine_jobs(under: str | None, runtime: str | None = None) -> tuple[list[Ch
     if len(sims) < 2:
         reason = "no x86-64 baseline below this CPU to run (the machine axis simulates x86-64 CPUs)"
         return [], AxisResult("machine", "skipped", reason=reason)
-    return [ChildJob(label, {"PYTHONHASHSEED": "0", **env}) for label, env in sims], None
+    probes = [
+        ChildJob(PROBE + label, {"PYTHONHASHSEED": "0", **env}, task="probe")
+        for label, env in machines(None, cpu_flags())
+    ]
+    return [ChildJob(label, {"PYTHONHASHSEED": "0", **env}) for label, env in sims] + probes, None
 
 
 def _unsimulated(runtime: str | None, under: str | None) -> str | None:
@@ -59,7 +69,52 @@ def portable_cost(runner: ChildRunner) -> PortableCost | None:
     return PortableCost(DEFAULT_LEVEL, round(a * 1e3, 3), round(b * 1e3, 3), round(b / a, 3))
 
 
+def set_aside_unsimulated(
+    results: list[ChildResult], used: list[str]
+) -> tuple[list[ChildResult], dict[str, list[str]]]:
+    """The machine axis's children less the simulated CPUs that were not simulated: their
+    variables changed no probe of a library the model runs (``used``) and their outputs agree
+    with this CPU's, so their agreement proves nothing. A CPU whose outputs differ stays (the
+    difference is real). Also: each CPU set aside, with the libraries its variables missed."""
+    probes = {r.label[len(PROBE) :]: r.data for r in results if r.label.startswith(PROBE)}
+    traces = [r for r in results if not r.label.startswith(PROBE)]
+    native = probes.get(traces[0].label.split(" under ")[0]) if traces else None
+    if native is None or not traces or traces[0].trace is None:
+        return traces, {}
+    kept, aside = [traces[0]], {}
+    for r in traces[1:]:
+        probe = probes.get(r.label.split(" under ")[0])
+        missed = unreached(native, probe, used) if probe is not None else []
+        if missed and r.trace is not None and r.trace.outputs == traces[0].trace.outputs:
+            aside[r.label] = missed
+        else:
+            kept.append(r)
+    return kept, aside
+
+
+WHY_UNREACHED = {
+    "MKL": "MKL caps its instruction sets only on Intel CPUs",
+    "oneDNN": "oneDNN's instruction-set cap changed nothing here",
+    "ATen": "ATen's capability cap changed nothing here",
+}
+
+
+def unsimulated_text(aside: dict[str, list[str]]) -> str:
+    """``could not simulate an x86-64-v3 CPU or an x86-64-v2 CPU: the model runs MKL, which caps
+    its instruction sets only on Intel CPUs`` for the CPUs set aside."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for label, libs in aside.items():
+        groups.setdefault(tuple(libs), []).append(label)
+    parts = [
+        f"{' or '.join(labels)}: the model runs {' and '.join(libs)} ({'; '.join(WHY_UNREACHED[lib] for lib in libs)})"
+        for libs, labels in groups.items()
+    ]
+    return "could not simulate " + "; nor ".join(parts)
+
+
 def machine_summary(result: AxisResult) -> str:
     assert isinstance(result.details, ChildrenDetails)
-    labels = ", ".join(c.label for c in result.details.children)
-    return f"{result.agreed}/{result.runs} simulated CPUs agree ({labels})"
+    details = result.details
+    labels = ", ".join(c.label for c in details.children if c.label not in details.unsimulated)
+    text = f"{result.agreed}/{result.runs} simulated CPUs agree ({labels})"
+    return f"{text}; {unsimulated_text(details.unsimulated)}" if details.unsimulated else text
