@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
 
 from samebits.determinism.rng import seed_rngs
 from samebits.measure.prepare import prepare
@@ -48,8 +47,10 @@ def test_in_process_thread_counts_give_the_bits_of_fresh_processes(spec):
     assert here == children
 
 
-@pytest.mark.skipif(torch.backends.cpu.get_cpu_capability() != "AVX512", reason="measured on an AVX512 CPU's kernels")
 def test_a_thread_count_difference_is_seen_in_process():
-    # demo:detector's head gives other bits at 1 and 2 threads (measured); in-process sees it too
-    here, _ = digests_both_ways("demo:detector")
+    # demo:detector's head gives other bits at 1 and 2 threads on some CPUs (measured on AVX512
+    # machines); where fresh processes see that, in-process sees it too
+    here, children = digests_both_ways("demo:detector")
+    if children[1] == children[2]:
+        pytest.skip("demo:detector gives the same bits at 1 and 2 threads on this CPU (measured in fresh processes)")
     assert here[1] != here[2]

@@ -1,9 +1,10 @@
 """Batch invariance by construction: inside ``samebits.batch_invariant()``, the ops whose kernels
 pick another algorithm for another batch size (matmuls, linear layers, convolutions, attention)
-run on fixed tiles of ``tile`` rows along dim 0, the last tile padded with zeros. Every call then
-has the same shape whatever the batch, so a row's bits do not depend on the batch it is in, with
-no calibration; row-wise ops (norms, softmax, activations) need nothing. Measured on the CPU by the
-check's batch axis (tests/test_batch_invariant.py). On CUDA, where Triton is installed, matmuls,
+run on fixed tiles of rows along dim 0, the last tile padded with zeros, each tile of one layout
+and alignment; the tile is the largest at most ``tile`` at which this CPU's kernel gives a row the
+same bits at every position (measured once per op and shape). A row's bits then do not depend
+on the batch it is in, with no calibration; row-wise ops (norms, softmax, activations) need
+nothing. Measured on the CPU by the check's batch axis (tests/test_batch_invariant.py). On CUDA, where Triton is installed, matmuls,
 softmax, ``mean`` and attention run on fixed-order kernels instead (``runtime/fixed_order.py``:
 one tile shape, no split-K, no padding); convolutions keep the tiles. Not yet run on a GPU.
 """
@@ -36,6 +37,9 @@ ROW_ARGS: dict[Any, tuple[int, ...]] = {
     aten.conv2d.default: (0,),
     aten.conv3d.default: (0,),
     aten.scaled_dot_product_attention.default: (0, 1, 2),
+    # what the composite ops above become where autograd runs first (no_grad, not inference_mode)
+    aten.convolution.default: (0,),
+    aten._scaled_dot_product_flash_attention_for_cpu.default: (0, 1, 2),
     # nn.TransformerEncoderLayer's and nn.MultiheadAttention's fused fast paths (eval, batch first)
     aten._transformer_encoder_layer_fwd.default: (0,),
     aten._native_multi_head_attention.default: (0, 1, 2),
@@ -128,35 +132,155 @@ def _batched(args: tuple[Any, ...], rows: tuple[int, ...]) -> bool:
     return len({t.shape[0] for t in tensors}) == 1
 
 
-def _tiled(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], rows: tuple[int, ...], tile: int) -> Any:
-    batch = args[rows[0]].shape[0]
-    if batch == tile or batch == 0:
-        return func(*args, **kwargs)
-    count = -(-batch // tile)
-    padded = count * tile
+Where = int | str  # an argument's position, or the name of a keyword argument
 
-    def pad(t: torch.Tensor) -> torch.Tensor:
-        return t if t.shape[0] == padded else torch.cat([t, t.new_zeros(padded - batch, *t.shape[1:])])
 
-    per_row = {i: pad(args[i]) for i in rows}
-    dims = args[rows[0]].dim()
-    for i in PER_ROW_IF_BATCHED.get(func, ()):  # a bias or a mask given per row, not broadcast
+def _per_row(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], rows: tuple[int, ...]) -> dict[Where, Any]:
+    """The arguments cut with the batch: the row arguments, and a bias or mask given per row
+    (its dim 0 the batch's and as many dims as the rows) rather than broadcast to every row."""
+    batch, dims = args[rows[0]].shape[0], args[rows[0]].dim()
+    per_row: dict[Where, Any] = {i: args[i] for i in rows}
+    for i in PER_ROW_IF_BATCHED.get(func, ()):
         extra = args[i] if i < len(args) else None
         if isinstance(extra, torch.Tensor) and extra.dim() == dims and extra.shape[0] == batch:
-            per_row[i] = pad(extra)
+            per_row[i] = extra
     if func in TYPED_MASKS:
         at, kind_at = TYPED_MASKS[func]
-        mask_arg = args[at] if at < len(args) else None
-        if isinstance(mask_arg, torch.Tensor) and kind_at < len(args) and args[kind_at] in (1, 2):
-            per_row[at] = pad(mask_arg)
+        mask = args[at] if at < len(args) else None
+        if isinstance(mask, torch.Tensor) and kind_at < len(args) and args[kind_at] in (1, 2):
+            per_row[at] = mask
     mask = kwargs.get("attn_mask")
-    row_mask = pad(mask) if isinstance(mask, torch.Tensor) and mask.dim() == dims and mask.shape[0] == batch else None
-    outs = []
-    for k in range(count):
-        part = slice(k * tile, (k + 1) * tile)
-        call = tuple(per_row[i][part] if i in per_row else a for i, a in enumerate(args))
-        options = {**kwargs, "attn_mask": row_mask[part]} if row_mask is not None else kwargs
-        outs.append(func(*call, **options))
+    if isinstance(mask, torch.Tensor) and mask.dim() == dims and mask.shape[0] == batch:
+        per_row["attn_mask"] = mask
+    return per_row
+
+
+ALIGN = 64  # bytes: the widest vector loads (AVX-512); a fresh CPU tensor starts at such an address
+
+
+def _fresh(t: torch.Tensor, rows: int, order: list[int]) -> torch.Tensor:
+    """``t``'s rows as a tile of ``rows`` rows (zeros after them), its dims laid out outermost
+    first in ``order``, dense and starting at an aligned address: every call gets one shape, one
+    layout and one alignment (GEMMs give other bits for a transposed operand or an offset start
+    on some CPUs). ``t`` itself where it is such a tile already (the full tiles of a contiguous
+    batch); a fresh copy otherwise."""
+    if t.shape[0] == rows and t.data_ptr() % ALIGN == 0 and _dense(t, order):
+        return t
+    shape = [rows if d == 0 else t.shape[d] for d in order]
+    out = t.new_zeros(shape).permute([order.index(d) for d in range(t.dim())])
+    out[: t.shape[0]] = t
+    return out
+
+
+def _dense(t: torch.Tensor, order: list[int]) -> bool:
+    """Whether ``t`` is laid out densely, its dims outermost first in ``order``."""
+    expected, step = [0] * t.dim(), 1
+    for d in reversed(order):
+        expected[d] = step
+        step *= t.shape[d]
+    return all(t.shape[d] == 1 or t.stride(d) == expected[d] for d in range(t.dim()))
+
+
+def _order(t: torch.Tensor, rows_last: bool) -> list[int]:
+    """``t``'s dims from the outermost stride in; ``rows_last``: dim 0 innermost instead."""
+    strides = t.stride()
+    order = sorted(range(t.dim()), key=lambda d: (-strides[d], d))
+    return [*[d for d in order if d], 0] if rows_last else order
+
+
+def _call(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], cut: dict[Where, Any]) -> Any:
+    call = tuple(cut.get(i, a) for i, a in enumerate(args))
+    return func(*call, **{k: cut.get(k, v) for k, v in kwargs.items()})
+
+
+def _outputs(out: Any) -> list[torch.Tensor]:
+    parts = out if isinstance(out, tuple) else (out,)
+    return [p for p in parts if isinstance(p, torch.Tensor) and p.dim()]
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    return t.contiguous().view(torch.uint8) if t.is_floating_point() else t  # NaN's bits compare too
+
+
+def _signature(args: tuple[Any, ...], kwargs: dict[str, Any], per_row: dict[Where, Any]) -> tuple[Any, ...]:
+    def sig(where: Where, a: Any) -> Any:
+        if isinstance(a, torch.Tensor):
+            shape = tuple(a.shape[1:]) if where in per_row else tuple(a.shape)
+            return (shape, a.dtype, a.device, tuple(_order(a, False)))
+        return a if isinstance(a, (int, float, bool, str, type(None))) else repr(a)[:64]
+
+    return (*(sig(i, a) for i, a in enumerate(args)), *((k, sig(k, v)) for k, v in sorted(kwargs.items())))
+
+
+# (op, argument signature, tile asked, threads, dispatch modes below) -> the largest tile at which
+# that op gives a row the same bits at every position, and whether its rows are laid out innermost:
+# a fact of this process's kernels, measured once (:func:`_position_free_tile`)
+_TILES: dict[tuple[Any, ...], tuple[int, bool]] = {}
+
+
+def _modes_below() -> tuple[type, ...]:
+    """The dispatch modes under this one (each can change what an op's kernel does)."""
+    try:
+        from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+    except ImportError:  # private API: without it, no mode is told apart
+        return ()
+    return tuple(type(m) for m in _get_current_dispatch_mode_stack())
+
+
+def _candidates(tile: int) -> list[int]:
+    """``tile``, then smaller tiles down to 1: ``tile``·3/4, ``tile``/2, ``tile``·3/8, ..."""
+    out, t = [], tile
+    while t >= 1:
+        out += [t, t * 3 // 4]
+        t //= 2
+    return sorted({c for c in out if c >= 1}, reverse=True)
+
+
+def _position_free_tile(
+    func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], per_row: dict[Where, Any], tile: int
+) -> tuple[int, bool]:
+    """The largest tile (of :func:`_candidates`) at which ``func`` gives a row the same bits at
+    every position (:func:`_rows_alike`), with the rows laid out as given or, for 2-D rows, with
+    each column of the tile contiguous; measured once per op and argument shapes. GEMM kernels
+    may compute the rows of a tile with other micro-kernel lanes (measured on an AMD EPYC: a Linear
+    of 257 inputs to 11 outputs gives rows 1-3 of every 4 other bits than row 0), so a fixed tile
+    alone does not make a row's bits independent of where it sits; a tile whose every row is
+    computed alike does. One row per call always is."""
+    key = (func, _signature(args, kwargs, per_row), tile, torch.get_num_threads(), _modes_below())
+    if key not in _TILES:
+        flat = all(a.dim() == 2 for a in per_row.values())
+        tries = [(t, last) for t in _candidates(tile) if t > 1 for last in ((False, True) if flat else (False,))]
+        _TILES[key] = next((c for c in tries if _rows_alike(func, args, kwargs, per_row, *c)), (1, False))
+    return _TILES[key]
+
+
+def _rows_alike(
+    func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], per_row: dict[Where, Any], t: int, rows_last: bool
+) -> bool:
+    """Whether a tile of ``t`` copies of one row gives that row the same bits at every position,
+    for the call's first row and for its last."""
+    for row in (0, -1):
+        cut = {w: _fresh(a[row:][:1].expand(t, *a.shape[1:]), t, _order(a, rows_last)) for w, a in per_row.items()}
+        for o in _outputs(_call(func, args, kwargs, cut)):
+            if o.shape[0] == t and not all(torch.equal(_bits(o[p]), _bits(o[0])) for p in range(1, t)):
+                return False
+    return True
+
+
+def _tiled(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], rows: tuple[int, ...], tile: int) -> Any:
+    """``func`` on tiles of exactly one size, each a fresh copy of its rows (the last padded with
+    zeros), the results joined and cut back to the batch: the tile is the largest at most
+    ``tile`` whose rows this CPU's kernels compute alike at every position."""
+    batch = args[rows[0]].shape[0]
+    if batch == 0:
+        return func(*args, **kwargs)
+    per_row = _per_row(func, args, kwargs, rows)
+    size, rows_last = _position_free_tile(func, args, kwargs, per_row, tile)
+    orders = {w: _order(a, rows_last) for w, a in per_row.items()}
+    outs = [
+        _call(func, args, kwargs, {w: _fresh(a[k : k + size], size, orders[w]) for w, a in per_row.items()})
+        for k in range(0, batch, size)
+    ]
     if isinstance(outs[0], tuple):  # fused attention: (output, weights), each cut back
         return tuple(
             parts[0] if not isinstance(parts[0], torch.Tensor) or not parts[0].dim() else torch.cat(parts)[:batch]
