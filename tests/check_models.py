@@ -282,3 +282,28 @@ class GenerateRaises(nn.Module):
 def generate_raises():
     ids = torch.arange(1, 9).reshape(2, 4)
     return GenerateRaises(), {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+
+
+class RescalesOnFirstUse(nn.Module):
+    """Halves two weights in place on its first forward, in eval mode too (as transformers' RWKV
+    rescales ``attention.output.weight`` and ``feed_forward.value.weight``); later forwards leave
+    them alone."""
+
+    def __init__(self):
+        super().__init__()
+        self.attention = nn.Linear(WIDTH, WIDTH)
+        self.value = nn.Linear(WIDTH, WIDTH)
+        self.rescaled = False
+
+    def forward(self, x):
+        if not self.rescaled:
+            with torch.no_grad():
+                self.attention.weight /= 2
+                self.value.weight /= 2
+            self.rescaled = True
+        return self.value(torch.relu(self.attention(x)))
+
+
+def rescales_on_first_use():
+    torch.manual_seed(0)
+    return RescalesOnFirstUse().eval(), _x()

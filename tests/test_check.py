@@ -77,6 +77,19 @@ def test_hash_order_is_proved_by_the_fixed_seed_rerun():
     assert process.origin.op is not None and process.origin.op.startswith("aten.add")
 
 
+def test_a_model_that_changes_its_weights_on_first_use_is_named_with_the_tensors():
+    """The state axis measures from the model as loaded, not from a later forward: a model whose
+    first forward rescales two weights (RWKV in eval mode) was "unchanged by a forward"."""
+    report = check(spec("rescales_on_first_use"), axes=("repeat", "state"))
+    state = report.axis("state")
+    assert state.verdict == "diverged" and state.details.first_forward_only
+    assert state.details.changed == ["attention.weight", "value.weight"]
+    assert "the first forward changed 2 tensors of attention (Linear), value (Linear)" in state.summary
+    (cause,) = [c for c in report.causes if c.code == "state-mutation"]
+    assert "the first forward changes" in cause.summary and "on first use" in cause.fix
+    assert report.axis("repeat").verdict == "identical"  # later forwards agree with each other
+
+
 def test_batchnorm_in_training_mode_mutates_state():
     report = check(spec("bn_train"), axes=("repeat", "state"))
     state = report.axis("state")

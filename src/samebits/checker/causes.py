@@ -126,13 +126,15 @@ def state_mutation(e: Evidence) -> list[Cause]:
     details = _details(state, StateDetails)
     mods = [(m.module, m.type) for m in details.modules] if details else []
     e.explained.add("state")
+    first = bool(details and details.first_forward_only)
     return [
         Cause(
             "state-mutation",
             "state",
-            f"the forward changes the model's own tensors in {_names(mods)}",
-            f"{len(details.changed) if details else 0} parameters or buffers have other digests after one forward",
-            fix_of("state-mutation"),
+            f"the {'first ' if first else ''}forward changes the model's own tensors in {_names(mods)}",
+            f"{len(details.changed) if details else 0} parameters or buffers have other digests after "
+            + ("the first forward after loading, and none after later ones" if first else "one forward"),
+            fix_of("state-mutation", "first-forward" if first else None),
         )
     ]
 

@@ -27,6 +27,7 @@ class CheckContext:
     hookable: bool
     progress: Callable[[str], None] = lambda message: None
     module: Any = None  # the model whose parameters and buffers count (the Predictor's own, for --runtime)
+    first_forward_changed: list[str] = dataclasses.field(default_factory=list)  # by the check's first forward
 
     def __post_init__(self) -> None:
         if self.module is None:

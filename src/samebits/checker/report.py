@@ -126,6 +126,7 @@ class StateDetails:
 
     changed: list[str]
     modules: list[ModuleRef]
+    first_forward_only: bool = False  # only the check's first forward (from the model as loaded) changed them
 
 
 @dataclasses.dataclass

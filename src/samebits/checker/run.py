@@ -11,7 +11,7 @@ from typing import Any
 from samebits.measure.model_state import model_given_back
 from samebits.checker.axes.batch import batch_axis
 from samebits.checker.axes.children import ChildAxes
-from samebits.checker.axes.in_process import repeat_axis, seed_axis, state_axis
+from samebits.checker.axes.in_process import changed_tensors, repeat_axis, seed_axis, state_axis, state_digests
 from samebits.checker.axes.layout import layout_axis
 from samebits.checker.axes.threads import threads_axis
 from samebits.checker.causes import diagnose
@@ -172,8 +172,10 @@ def check(
                 from samebits.runtime.batch_invariant import batch_invariant_forwards
 
                 stack.enter_context(batch_invariant_forwards(model, opts.batch_invariant))
+            initial = state_digests(ctx.module) if "state" in opts.axes else {}
             check_forward(model, model_inputs, need_tensor=True)
-            reset()
+            reset()  # buffers back; what the first forward changed beyond them stays changed
+            ctx.first_forward_changed = changed_tensors(initial, state_digests(ctx.module)) if initial else []
             # Fresh interpreters only for what is fixed at start-up: the hash seed, the CPU's code
             # paths, and the thread count where set_num_threads cannot change it here. They start first and import torch
             # and load the model while the in-process axes run.

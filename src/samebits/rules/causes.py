@@ -48,8 +48,13 @@ CAUSES: dict[str, CauseKind] = {
         ),
         CauseKind(
             "state-mutation",
-            "parameters or buffers change in a forward (not fixed by eval)",
+            "parameters or buffers change in a forward, the first one after loading included (not fixed by eval)",
             "do not update buffers in forward; put stateful modules in eval mode (model.eval())",
+            {
+                "first-forward": "the model changes its weights on first use: run one forward before saving or "
+                "digesting its state_dict, and load weights only into a model that has not run yet (or undo the "
+                "change in its code)"
+            },
         ),
         CauseKind(
             "hash-order",

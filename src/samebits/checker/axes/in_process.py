@@ -168,8 +168,15 @@ def state_digests(model: Any) -> dict[str, str]:
     return {name: digest(t) for name, t in tensors.items()}
 
 
+def changed_tensors(before: dict[str, str], after: dict[str, str]) -> list[str]:
+    """The parameters and buffers whose digests differ (or that appeared) between two snapshots."""
+    return sorted(n for n in before if after.get(n) != before[n]) + sorted(n for n in after if n not in before)
+
+
 def state_axis(ctx: CheckContext) -> AxisResult:
-    """Digests of every parameter and buffer before and after one forward."""
+    """Digests of every parameter and buffer before and after one forward, and what the check's
+    first forward changed (measured from the model as loaded: a model that rescales its weights
+    on first use, as RWKV does in eval, changes nothing later)."""
     start = time.monotonic()
     if not isinstance(ctx.module, nn.Module):
         return AxisResult(
@@ -178,16 +185,20 @@ def state_axis(ctx: CheckContext) -> AxisResult:
     before = state_digests(ctx.module)
     seed_rngs(ctx.options.seed)
     ctx.forward()
-    after = state_digests(ctx.module)
-    changed = sorted(n for n in before if after.get(n) != before[n]) + sorted(n for n in after if n not in before)
+    later = changed_tensors(before, state_digests(ctx.module))
+    first = [n for n in ctx.first_forward_changed if n not in later]
+    changed = sorted([*first, *later])
     owners = dict.fromkeys(n.rpartition(".")[0] or "<model>" for n in changed)
     types = {name or "<model>": type(m).__name__ for name, m in ctx.module.named_modules()}
     result = AxisResult("state", "diverged" if changed else "identical", 1, 0 if changed else 1)
-    result.details = StateDetails(changed, [ModuleRef(m, types.get(m, "?")) for m in owners])
-    result.summary = (
-        f"a forward changed {len(changed)} tensors of {', '.join(f'{m} ({types.get(m, chr(63))})' for m in owners)}"
-        if changed
-        else f"{len(before)} parameters and buffers unchanged by a forward"
-    )
+    result.details = StateDetails(changed, [ModuleRef(m, types.get(m, "?")) for m in owners], bool(first and not later))
+    where = ", ".join(f"{m} ({types.get(m, chr(63))})" for m in owners)
+    if not changed:
+        result.summary = f"{len(before)} parameters and buffers unchanged by the first forward and by a later one"
+    elif first and not later:
+        shown = ", ".join(first[:3]) + (" ..." if len(first) > 3 else "")
+        result.summary = f"the first forward changed {len(first)} tensors of {where} ({shown}); later forwards do not"
+    else:
+        result.summary = f"a forward changed {len(changed)} tensors of {where}"
     result.seconds = time.monotonic() - start
     return result
