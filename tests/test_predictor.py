@@ -462,3 +462,19 @@ def test_running_sets_the_switches_once_and_leaves_nothing_behind_after_an_error
         assert done and torch.equal(done[0], alone)
     finally:
         p.close()
+
+
+def test_a_scriptmodule_runs_through_the_predictor_and_is_given_back(tmp_path):
+    """TorchScript refuses ``requires_grad_`` on a module: grad is turned off per parameter (and by
+    inference mode), and the loaded module is given back as it was."""
+    torch.manual_seed(0)
+    path = tmp_path / "m.pt"
+    torch.jit.script(torch.nn.Sequential(torch.nn.Linear(8, 6), torch.nn.ReLU(), torch.nn.Linear(6, 3))).save(str(path))
+    scripted = torch.jit.load(str(path))
+    x = torch.randn(7, 8)
+    with samebits.Predictor(scripted, example_inputs=x[:4], cache_dir=tmp_path / "cache") as p:
+        out = p.predict(x)
+        assert all(torch.equal(out[i], p.predict_one(x[i])) for i in range(7))
+    assert scripted.training and all(q.requires_grad for q in scripted.parameters())
+    result = run_cli("check", str(path), "--input-shape", "4,8", "--runtime", "predictor", "--axes", "batch")
+    assert result.returncode == 0 and "identical" in result.stdout, result.stderr

@@ -154,7 +154,8 @@ class Predictor:
             self.model, self._example = prepare(self._given_model, example, device, self.dtype)
             self._weights_sha256: str | None = None
             if isinstance(self.model, nn.Module):
-                eval_mode(self.model).requires_grad_(False)
+                for param in eval_mode(self.model).parameters():  # per tensor: ScriptModules refuse requires_grad_
+                    param.requires_grad_(False)
             self._moved = self._state.settle() if self._state is not None else False
             self._modules = list(self.model.modules()) if isinstance(self.model, nn.Module) else []
             # Export once with a dynamic batch dim where it can work: not for a list input (images),
