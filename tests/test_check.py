@@ -353,3 +353,15 @@ def test_cli_max_batch_size_caps_the_runtime_calibration_of_check_and_bench(tmp_
     assert bench.returncode == 0, bench.stderr
     verified = json.loads(out.read_text())["invariance"]
     assert verified and all(max(sizes) <= 2 for sizes in verified.values())
+
+
+def test_the_first_op_named_is_one_with_arithmetic():
+    """A module that flattens [B, T] into rows: the view's rows are cut as a batch's and differ,
+    but no view computes anything; the first op named is the matmul after it."""
+    from samebits.measure.ops import first_op_difference
+
+    a = [("view", "v1"), ("t", "w"), ("addmm", "m1"), ("gelu", "g1")]
+    b = [("view", "v2"), ("t", "w"), ("addmm", "m2"), ("gelu", "g2")]
+    assert first_op_difference(a, b) == "aten.addmm (op 3 of 4 in the module)"
+    assert first_op_difference(a[:2], b[:2]) is None  # only views differ: no op to name
+    assert first_op_difference(a, [("view", "v1"), ("mm", "x")]) == "the ops differ from op 2 on (t vs mm)"

@@ -12,91 +12,22 @@ from typing import Any
 
 import torch
 
-from samebits.measure.ops import op_names
+from samebits.measure.ops import NO_ARITHMETIC, UNINITIALISED, op_names
 
 LIBRARIES = ("MKL", "oneDNN", "ATen")
 
 # aten ops (overload packets) that run on MKL's GEMMs (attention's products are cpublas GEMMs)
-_GEMM = {
-    "mm",
-    "addmm",
-    "bmm",
-    "baddbmm",
-    "matmul",
-    "linear",
-    "mv",
-    "addmv",
-    "dot",
-    "_lstm",
-    "lstm",
-    "gru",
-    "rnn_tanh",
-    "_scaled_dot_product_flash_attention_for_cpu",
-    "scaled_dot_product_attention",
-    "_native_multi_head_attention",
-    "_transformer_encoder_layer_fwd",
-}
-# ops whose results no kernel can round otherwise (views, copies, selections, comparisons, relu)
-_EXACT = {
-    "view",
-    "reshape",
-    "_unsafe_view",
-    "t",
-    "transpose",
-    "permute",
-    "expand",
-    "slice",
-    "select",
-    "unsqueeze",
-    "squeeze",
-    "clone",
-    "copy_",
-    "contiguous",
-    "detach",
-    "alias",
-    "cat",
-    "stack",
-    "split",
-    "chunk",
-    "unbind",
-    "embedding",
-    "index_select",
-    "gather",
-    "zeros",
-    "ones",
-    "full",
-    "empty",
-    "empty_like",
-    "zeros_like",
-    "ones_like",
-    "arange",
-    "_to_copy",
-    "to",
-    "lift_fresh",
-    "flatten",
-    "narrow",
-    "as_strided",
-    "new_zeros",
-    "new_empty",
-    "fill_",
-    "masked_fill",
-    "where",
-    "eq",
-    "ne",
-    "lt",
-    "gt",
-    "le",
-    "ge",
-    "argmax",
-    "max",
-    "min",
-    "relu",
-    "relu_",
-    "dropout",
-    "native_dropout",
-    "pad",
-    "constant_pad_nd",
-}
+_GEMM = frozenset(
+    {
+        *("mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "mv", "addmv", "dot"),
+        *("_lstm", "lstm", "gru", "rnn_tanh", "scaled_dot_product_attention"),
+        *("_scaled_dot_product_flash_attention_for_cpu", "_native_multi_head_attention"),
+        "_transformer_encoder_layer_fwd",
+    }
+)
+# ops whose results no kernel can round otherwise: no arithmetic, or exact (comparisons, relu)
+_EXACT = NO_ARITHMETIC | UNINITIALISED | {"eq", "ne", "lt", "gt", "le", "ge", "where", "masked_fill"}
+_EXACT |= {"max", "min", "argmax", "relu", "relu_", "dropout", "native_dropout"}
 
 
 def library_of(op: str) -> str | None:
