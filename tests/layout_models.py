@@ -37,3 +37,21 @@ def from_safetensors():
     model = _mlp().eval()
     model.load_state_dict(weights, assign=True)  # kept where load_file put them
     return model, example()
+
+
+class StrideSensitive(nn.Linear):
+    """A Linear whose kernel takes another path (float64, rounded) for a transposed weight, as some
+    GEMMs give other bits for another layout."""
+
+    def forward(self, x):
+        if self.weight.is_contiguous():
+            return super().forward(x)
+        return nn.functional.linear(x.double(), self.weight.double(), self.bias.double()).float()
+
+
+def stride_sensitive(transposed: bool = False):
+    torch.manual_seed(0)
+    model = StrideSensitive(64, 32).eval()
+    if transposed:  # as given: a view of a transposed checkpoint
+        model.weight = nn.Parameter(model.weight.detach().t().contiguous().t())
+    return model, torch.randn(4, 64, generator=torch.Generator().manual_seed(1))

@@ -67,8 +67,10 @@ def test_the_layout_axis_agrees_with_the_same_re_laying_by_hand():
     verdicts = {t.name: t.verdict for t in axis.details.layouts}
     assert verdicts == {name: "identical" if same else "diverged" for name, same in kept.items()}
     assert axis.details.model_as_given == "all 4 parameters and buffers contiguous and aligned"
+    # its parameters are contiguous: transposed ones are a layout it never is (sensitivity only)
+    kept["parameters strided"] = True
     if all(kept.values()):  # none found: it says so, with what it tried
-        assert report.ok and axis.summary.startswith("5/5 layouts give the model's bits (parameters aligned")
+        assert report.ok and axis.summary.startswith("4/4 layouts give the model's bits (parameters aligned")
         return
     (cause,) = report.causes
     assert cause.code == "memory-layout" and report.exit_code == 1
@@ -121,3 +123,18 @@ def test_record_in_memory_then_verify_a_model_loaded_from_a_file(tmp_path):
     found = data["verdict"] == "diverged" or "diverged" in layouts.values()
     assert result.returncode == data["exit_code"] == (1 if found else 0), result.stderr
     assert "re-laid in memory:" in result.stdout and "parameters offset" in result.stdout
+
+
+def test_a_layout_the_model_is_never_in_is_sensitivity_not_a_verdict():
+    """Transposed parameters change this model's bits, but its parameters are all contiguous: the
+    axis stays identical and says so (exit 0); given a transposed weight, the layout counts."""
+    model, x = layout_models.stride_sensitive()
+    report = samebits.check(model, x, axes=("layout",))
+    (axis,) = report.axes
+    tried = {t.name: t for t in axis.details.layouts}
+    assert tried["parameters strided"].verdict == "diverged" and not tried["parameters strided"].counts
+    assert axis.verdict == "identical" and report.exit_code == 0 and not report.causes
+    assert "parameters strided differ too, which this model never is" in axis.summary
+    model, x = layout_models.stride_sensitive(transposed=True)
+    report = samebits.check(model, x, axes=("layout",))
+    assert report.axes[0].verdict == "diverged" and [c.code for c in report.causes] == ["memory-layout"]

@@ -260,7 +260,7 @@ def memory_layout(e: Evidence) -> list[Cause]:
     details = _details(layout, LayoutDetails)
     if layout is None or details is None:
         return []
-    differ = [t for t in details.layouts if t.verdict in ("diverged", "close")]
+    differ = [t for t in details.layouts if t.verdict in ("diverged", "close") and t.counts]
     where = f", starting in {layout.origin.module} ({layout.origin.type})" if layout.origin else ""
     on_parameters = any(t.name.startswith("parameters") for t in differ)
     evidence = "; ".join(f"{t.name}: {t.note}" for t in differ) + f"; the model as given: {details.model_as_given}"

@@ -45,6 +45,7 @@ class LayoutTried:
     what: str
     verdict: str
     note: str = ""
+    counts: bool = True  # False: a layout the model as given is never in, measured as sensitivity only
 
 
 LAYOUTS = (
@@ -64,6 +65,17 @@ LAYOUTS = (
     Layout("inputs offset", f"inputs {OFFSET_BYTES} bytes past an aligned address", offset_copy, "inputs"),
     Layout("inputs strided", "inputs with their last two dims laid out transposed", strided_copy, "inputs"),
 )
+
+
+def never_in(layout: Layout, model: torch.nn.Module) -> bool:
+    """Whether ``model`` as given can never be in ``layout``: transposed parameters, where every
+    parameter and buffer is contiguous (offsets stay possible: a file maps them so)."""
+    tensors = model.state_dict(keep_vars=True).values()
+    return (
+        layout.relay is strided_copy
+        and layout.on == "parameters"
+        and all(t.is_contiguous() for t in tensors if isinstance(t, torch.Tensor))
+    )
 
 
 def layout_of(model: torch.nn.Module) -> str:

@@ -14,7 +14,7 @@ from samebits.checker.context import CheckContext, keys_for, origin_from
 from samebits.checker.report import AxisResult, Difference, LayoutDetails, Origin
 from samebits.determinism.rng import seed_rngs
 from samebits.errors import first_line
-from samebits.measure.layout import LAYOUTS, Layout, LayoutTried, layout_of
+from samebits.measure.layout import LAYOUTS, Layout, LayoutTried, layout_of, never_in
 from samebits.measure.ops import first_op_difference, op_digests
 from samebits.measure.trace import Trace, first_divergence
 from samebits.tensors.compare import Verdict, worst_verdict
@@ -67,14 +67,16 @@ def layout_axis(ctx: CheckContext) -> AxisResult:
             continue
         compared = ctx.compare(reference, output)
         note = "" if compared.identical else (compared.first_difference() or compared.items[0]).brief()
-        tried.append(LayoutTried(layout.name, layout.what, compared.verdict, note))
-        if compared.identical:
+        counts = compared.identical or not never_in(layout, ctx.module)
+        tried.append(LayoutTried(layout.name, layout.what, compared.verdict, note, counts))
+        if compared.identical or not counts:
             continue
         if worst is None or (compared.verdict == "diverged" and verdict != "diverged"):
             worst = Difference.from_comparison(compared)
         first_bad = first_bad or layout
         verdict = worst_verdict((verdict, compared.verdict))
-    ran = [t for t in tried if t.verdict in ("identical", "close", "diverged")]
+    ran = [t for t in tried if t.verdict in ("identical", "close", "diverged") and t.counts]
+    sensitive = [t.name for t in tried if not t.counts]
     if not ran:
         return AxisResult("layout", "error", reason="; ".join(f"{t.name}: {t.note}" for t in tried))
     agreed = sum(1 for t in ran if t.verdict == "identical")
@@ -83,7 +85,8 @@ def layout_axis(ctx: CheckContext) -> AxisResult:
     result.details = LayoutDetails(tried, given)
     if first_bad is not None:
         if first_bad.on == "parameters":
-            result.details.aligned_fixes = _aligned_fixes(ctx, [t for t in tried if t.verdict != "identical"])
+            differing = [t for t in tried if t.verdict in ("close", "diverged") and t.counts]
+            result.details.aligned_fixes = _aligned_fixes(ctx, differing)
         if ctx.localizes:
             result.origin = _localize(ctx, first_bad)
     differ = [t.name for t in ran if t.verdict != "identical"]
@@ -92,6 +95,12 @@ def layout_axis(ctx: CheckContext) -> AxisResult:
         f"{agreed}/{len(ran)} layouts give the model's bits"
         + (f"; {', '.join(differ)} differ" if differ else f" ({', '.join(t.name for t in ran)})")
         + (f"; {len(skipped)} skipped: {skipped[0].note}" if skipped else "")
+        + (
+            f"; {', '.join(sensitive)} differ too, which this model never is (all its parameters are contiguous):"
+            " sensitivity only"
+            if sensitive
+            else ""
+        )
     )
     result.seconds = time.monotonic() - start
     return result
