@@ -360,3 +360,33 @@ def gpt2_from_pretrained():
         model.save_pretrained(folder)
         loaded = GPT2LMHeadModel.from_pretrained(folder).eval()
     return loaded, inputs
+
+
+def mamba():
+    """Mamba (state-space): its cache layers keep conv and recurrent states in dicts."""
+    from transformers import MambaConfig, MambaForCausalLM
+
+    torch.manual_seed(0)
+    config = MambaConfig(vocab_size=128, hidden_size=32, state_size=8, num_hidden_layers=2, expand=2, conv_kernel=4)
+    return MambaForCausalLM(config).eval(), {"input_ids": _ids((4, 8), 128, seed=30), "use_cache": True}
+
+
+def qwen2_moe():
+    """Qwen2-MoE (mixture of experts): each token routed to 2 of 4 experts and a shared one."""
+    from transformers import Qwen2MoeConfig, Qwen2MoeForCausalLM
+
+    torch.manual_seed(0)
+    config = Qwen2MoeConfig(
+        vocab_size=128,
+        hidden_size=32,
+        intermediate_size=64,
+        moe_intermediate_size=32,
+        shared_expert_intermediate_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        num_experts=4,
+        num_experts_per_tok=2,
+        max_position_embeddings=32,
+    )
+    return Qwen2MoeForCausalLM(config).eval(), {"input_ids": _ids((4, 8), 128, seed=31)}

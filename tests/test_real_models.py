@@ -273,7 +273,7 @@ def test_clip_through_the_predictor_keeps_its_b_by_b_logits_and_check_names_coup
     assert [c.code for c in report.causes] == ["rows-coupled"]
 
 
-SUITE = [*TRANSFORMERS, "detector", "clip", "llama", "bart"]
+SUITE = [*TRANSFORMERS, "detector", "clip", "llama", "bart", "mamba", "qwen2_moe"]
 
 
 @pytest.mark.parametrize("name", SUITE)
@@ -296,3 +296,24 @@ def test_the_predictor_returns_the_models_own_structure_shapes_and_types(name, t
         }
 
     assert layout(got) == layout(want)
+
+
+@pytest.mark.parametrize("name", ["mamba", "qwen2_moe"])
+def test_state_space_and_mixture_of_experts_models_keep_every_rows_bits_through_the_predictor(name, tmp_path):
+    """Mamba's states in dicts and a MoE's routed experts: every leaf of the output cut to the
+    batch's rows, each row the bits it has alone, and the check lists the cache's states."""
+    from samebits.tensors import flatten
+
+    model, example = getattr(real_models, name)()
+    ids = real_models._ids((10, 8), 128, seed=40)
+    extra = {k: v for k, v in example.items() if k != "input_ids"}
+    with samebits.Predictor(model, example_inputs=example, cache_dir=tmp_path, max_batch_size=4) as p:
+        out = p.predict({"input_ids": ids, **extra})
+        assert all(v.shape[0] == 10 for v in flatten(out).values() if isinstance(v, torch.Tensor))
+        for i in (0, 3, 9):
+            alone = p.predict_one({"input_ids": ids[i], **extra})
+            assert torch.equal(out.logits[i], alone.logits)
+    if name == "mamba":  # the check compares the states too (they differ with the batch on some CPUs)
+        (batch,) = samebits.check(spec(name), axes=("batch",)).axes
+        if batch.verdict == "diverged":
+            assert any(o.path.startswith(".cache[") for o in batch.difference.outputs), batch.difference.outputs

@@ -164,3 +164,38 @@ def test_concat_batches_joins_row_tensors_and_keeps_a_shared_argument_from_the_f
     table = torch.eye(4)
     shared = concat_batches([ModelInputs((torch.ones(2, 3), table)), ModelInputs((torch.ones(1, 3), table * 2))])
     assert shared.args[0].shape == (3, 3) and torch.equal(shared.args[1], table)
+
+
+def test_a_cache_layer_holding_its_states_in_dicts_is_cut_and_joined_on_every_tensor():
+    """transformers' linear-attention layers (Mamba, Mamba2) keep ``conv_states = {0: tensor}``:
+    those tensors are leaves with the layer's row rule, so a sample's rows come out exactly."""
+    cache_utils = pytest.importorskip("transformers.cache_utils")
+
+    class DictStates(cache_utils.LinearAttentionCacheLayerMixin):
+        def __init__(self, conv, recurrent):
+            self.conv_states, self.recurrent_states, self.has_previous_state = {0: conv}, {0: recurrent}, {0: True}
+
+        def lazy_initialization(self, *args, **kwargs):  # the mixin's abstract methods: not used here
+            raise NotImplementedError
+
+        update_conv_state = update_recurrent_state = lazy_initialization
+
+    cache = cache_utils.DynamicCache()
+    cache.layers = [DictStates(torch.randn(5, 6, 4), torch.randn(5, 6, 3))]
+    out = {"logits": torch.randn(5, 2), "cache": cache}
+    assert set(flatten(out)) == {".logits", ".cache[0].conv_states[0]", ".cache[0].recurrent_states[0]"}
+    take, join, RowError = tree.take, tree.join, tree.RowError
+    part = take(out, 1, 3, 5, strict=True)
+    assert part["cache"].layers[0].conv_states[0].shape == (2, 6, 4) and part["cache"].layers[0].has_previous_state == {
+        0: True
+    }
+    assert torch.equal(part["cache"].layers[0].recurrent_states[0], out["cache"].layers[0].recurrent_states[0][1:3])
+    whole = join([take(out, 0, 1, 5), take(out, 1, 5, 5)], [1, 4])
+    assert torch.equal(whole["cache"].layers[0].conv_states[0], out["cache"].layers[0].conv_states[0])
+    cache.layers[0].conv_states = {0: torch.randn(3, 6, 4)}  # not the batch's rows: one clear error
+    with pytest.raises(RowError, match="should hold the rows in dim 0, but its shape \\(3, 6, 4\\)"):
+        take(out, 0, 1, 5, strict=True)
+    cache.layers[0].conv_states = {0: torch.randn(5, 6, 4)}
+    cache.layers[0].extra = {0: torch.randn(7, 2)}  # a tensor no rule places
+    with pytest.raises(RowError, match="no rule says which dim of '.cache\\[0\\].extra\\[0\\]'"):
+        take(out, 0, 1, 5, strict=True)

@@ -159,8 +159,17 @@ _LAYER_ROW_DIMS = {
 }
 
 
+def _holds_tensors(value: Any) -> bool:
+    """A tensor, or a dict, list or tuple with a tensor among its values (Mamba's layers keep
+    ``conv_states = {0: tensor}``)."""
+    if isinstance(value, torch.Tensor):
+        return True
+    values = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
+    return any(isinstance(v, torch.Tensor) for v in values)
+
+
 def _layer_tensors(layer: Any) -> list[str]:
-    names = [k for k, v in vars(layer).items() if not k.startswith("_") and isinstance(v, torch.Tensor)]
+    names = [k for k, v in vars(layer).items() if not k.startswith("_") and _holds_tensors(v)]
     order = list(_LAYER_ROW_DIMS)
     return sorted(names, key=lambda k: (order.index(k) if k in order else len(order), k))
 
@@ -170,8 +179,8 @@ def _layer_row_dims(layer: Any) -> list[int | None]:
     for name in _layer_tensors(layer):
         value = getattr(layer, name)
         if name in _LAYER_ROW_DIMS:
-            dims.append(_LAYER_ROW_DIMS[name])
-        elif value.dim() == 0:
+            dims.append(_LAYER_ROW_DIMS[name])  # a dict or list of them: each of its tensors
+        elif isinstance(value, torch.Tensor) and value.dim() == 0:
             dims.append(None)  # a counter such as cumulative_length: the same for every row
         else:
             dims.append(_UNKNOWN_DIM)
@@ -179,6 +188,7 @@ def _layer_row_dims(layer: Any) -> list[int | None]:
 
 
 _UNKNOWN_DIM = -999  # a tensor whose rows no rule knows: splitting it is a RowError
+_CONTAINERS = ("dict", "list", "tuple")  # nodes that pass a row dim named for them on to their values
 
 
 def _layer_rebuild(layer: Any, kids: list[Any]) -> Any:
@@ -394,6 +404,10 @@ def _row_walk(
             raise RowError(
                 f"no rule says which dim of '{path}' holds the rows (shape {tuple(head.shape)}); register its type with samebits.register_node(..., row_dims=...)"
             )
+        elif row_dim is not None and any(o.dim() <= row_dim or o.shape[row_dim] != n for o, n in zip(objs, ns)):
+            raise RowError(
+                f"'{path}' should hold the rows in dim {row_dim}, but its shape {tuple(head.shape)} has no dim of the batch's {ns[0]}"
+            )
         if row_dim is not None:
             return ops.tensor(objs, row_dim, whole, path)
         if strict and not explicit:
@@ -417,7 +431,11 @@ def _row_walk(
             raise RowError(
                 f"the parts at '{path or '<root>'}' differ in structure ({', '.join(pieces)} vs {', '.join(p for p, _ in other)})"
             )
-    dims = node.row_dims(head) if node.row_dims else [_AS_GIVEN] * len(pieces)
+    if node.row_dims:
+        dims = node.row_dims(head)
+    else:  # a plain container inside a node that named its rows' dim: each of its values has it
+        inherit = row_dim if row_dim is not _AS_GIVEN and node.name in _CONTAINERS else _AS_GIVEN
+        dims = [inherit] * len(pieces)
     new = [
         _row_walk(
             [k[j][1] for k in kids],
