@@ -431,6 +431,7 @@ def _row_walk(
             raise RowError(
                 f"the parts at '{path or '<root>'}' differ in structure ({', '.join(pieces)} vs {', '.join(p for p, _ in other)})"
             )
+    dims: list[Any]
     if node.row_dims:
         dims = node.row_dims(head)
     else:  # a plain container inside a node that named its rows' dim: each of its values has it
