@@ -307,3 +307,24 @@ class RescalesOnFirstUse(nn.Module):
 def rescales_on_first_use():
     torch.manual_seed(0)
     return RescalesOnFirstUse().eval(), _x()
+
+
+class PackedGRU(nn.Module):
+    """A GRU over padded sequences packed by their per-row lengths: the packed batch's layout (and
+    the GEMMs over it) depends on every row's length, not only the sample's."""
+
+    def __init__(self):
+        super().__init__()
+        self.gru = nn.GRU(WIDTH, WIDTH, batch_first=True)
+        self.head = nn.Linear(WIDTH, 4)
+
+    def forward(self, x, lengths):
+        packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        _, hidden = self.gru(packed)
+        return self.head(hidden[-1])
+
+
+def packed_gru():
+    torch.manual_seed(0)
+    x = torch.randn(4, 12, WIDTH, generator=torch.Generator().manual_seed(2))
+    return PackedGRU().eval(), {"x": x, "lengths": torch.tensor([12, 9, 5, 3])}

@@ -365,3 +365,32 @@ def test_the_first_op_named_is_one_with_arithmetic():
     assert first_op_difference(a, b) == "aten.addmm (op 3 of 4 in the module)"
     assert first_op_difference(a[:2], b[:2]) is None  # only views differ: no op to name
     assert first_op_difference(a, [("view", "v1"), ("mm", "x")]) == "the ops differ from op 2 on (t vs mm)"
+
+
+def test_neighbours_that_vary_every_per_row_input_find_a_packed_gru_and_the_predictor_runs_it_row_by_row(tmp_path):
+    """A packed GRU's rows depend on the other rows' lengths: neighbours drawn with the sample's own
+    length never showed it ("batch identical 8/8" through the Predictor); drawn over the batch's
+    range they do, the cause says so, and the Predictor runs one row per forward."""
+    import importlib.util
+
+    import torch
+
+    import samebits
+
+    loaded = importlib.util.spec_from_file_location("check_models_here", MODELS)
+    check_models = importlib.util.module_from_spec(loaded)
+    loaded.loader.exec_module(check_models)
+    report = check(spec("packed_gru"), axes=("batch",))
+    assert report.axis("batch").details.neighbours_matter
+    assert [c.code for c in report.causes] == ["neighbours-matter"]
+    assert "other neighbours at the same position give the sample other bits" in report.causes[0].evidence
+    assert "a fixed tile size does not help" in report.causes[0].fix
+    model, example = check_models.packed_gru()
+    with samebits.Predictor(model, example_inputs=example, cache_dir=tmp_path) as p:
+        assert p.invariance.sizes == [1] and any("every row runs alone" in n for n in p.notes)
+        x = torch.randn(6, 12, check_models.WIDTH, generator=torch.Generator().manual_seed(5))
+        lengths = torch.tensor([12, 3, 7, 12, 1, 9])
+        out = p.predict({"x": x, "lengths": lengths})
+        assert all(torch.equal(out[i], p.predict_one({"x": x[i], "lengths": lengths[i]})) for i in range(6))
+    through = samebits.check(model, example, axes=("batch",), runtime="predictor")
+    assert through.axis("batch").verdict == "identical"

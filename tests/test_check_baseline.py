@@ -20,6 +20,9 @@ from capture_check import cpu_kind, specs, summary  # noqa: E402
 
 BASELINE = json.loads((HERE / "baselines" / "check.json").read_text())
 KERNEL_AXES = {"batch": "batch-size", "threads": "thread-count", "layout": "memory-layout"}  # axis -> its cause
+# where a row's position in a batch changes its bits is a fact of the GEMM kernels too, and the
+# baseline was captured before it was a cause of its own: it is compared on no CPU
+UNCAPTURED = ("position-dependent",)
 
 
 def same_cpu_kind() -> bool:
@@ -29,6 +32,7 @@ def same_cpu_kind() -> bool:
 
 def _without_kernel_axes(summary: dict) -> dict:
     summary = json.loads(json.dumps(summary))
+    summary["causes"] = [c for c in summary["causes"] if c not in UNCAPTURED]
     if not same_cpu_kind():
         for axis, cause in KERNEL_AXES.items():
             summary["axes"].pop(axis, None)

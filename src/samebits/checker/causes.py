@@ -244,15 +244,42 @@ def batch_size(e: Evidence) -> list[Cause]:
             )
         ]
     where = f", starting in {batch.origin.module} ({batch.origin.type})" if batch.origin else ""
-    return [
-        Cause(
-            "batch-size",
-            "batch",
-            f"a sample's output depends on the batch size{where}",
-            f"batch sizes that agree bit for bit: {details.groups_text if details else '?'}",
-            fix_of("batch-size"),
+    groups = f"batch sizes that agree bit for bit: {details.groups_text if details else '?'}"
+    if details is not None and details.neighbours_matter:
+        sizes = ", ".join(map(str, details.neighbours_matter))
+        return [
+            Cause(
+                "neighbours-matter",
+                "batch",
+                f"a sample's output depends on the other rows of its batch{where}",
+                f"at size {sizes}, other neighbours at the same position give the sample other bits; {groups}",
+                fix_of("neighbours-matter"),
+            )
+        ]
+    sized = details is None or len(details.groups) > 1
+    causes = []
+    if details is not None and details.position_matters:
+        sizes = ", ".join(map(str, details.position_matters))
+        causes.append(
+            Cause(
+                "position-dependent",
+                "batch",
+                f"a sample's output depends on its position in the batch{where}",
+                f"at size {sizes}, the same neighbours with the sample at another position give it other bits; {groups}",
+                fix_of("position-dependent"),
+            )
         )
-    ]
+    if sized or not causes:
+        causes.append(
+            Cause(
+                "batch-size",
+                "batch",
+                f"a sample's output depends on the batch size{where}",
+                groups,
+                fix_of("batch-size"),
+            )
+        )
+    return causes
 
 
 def memory_layout(e: Evidence) -> list[Cause]:

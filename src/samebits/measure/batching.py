@@ -4,6 +4,7 @@ inputs into samples, build batches around one sample with random neighbours, pad
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 import torch
@@ -61,18 +62,35 @@ def take_rows(inputs: ModelInputs, start: int, stop: int, dim: int = 0) -> Model
     return _from_tree(tree.take(_as_tree(inputs), start, stop, _size(inputs, dim), dim=dim))
 
 
-def take_sample(inputs: ModelInputs, index: int, dim: int = 0) -> ModelInputs:
+@dataclasses.dataclass
+class Sample(ModelInputs):
+    """One sample (a batch of one), with the range ``[low, high)`` of each integer input across
+    the batch it was taken from: its neighbours are drawn over the whole batch's range, so that
+    inputs describing a row (lengths, masks, ids) vary between neighbours as between real rows."""
+
+    int_ranges: dict[str, tuple[int, int]] = dataclasses.field(default_factory=dict)
+
+
+def take_sample(inputs: ModelInputs, index: int, dim: int = 0) -> Sample:
     """Sample ``index`` of a batch, kept as a batch of one (its tensors copied)."""
     one = take_rows(inputs, index, index + 1, dim)
-    return ModelInputs(*tree.map_tensors(torch.clone, _as_tree(one)))
+    args, kwargs = tree.map_tensors(torch.clone, _as_tree(one))
+    ranges = {
+        path: (int(t.min()), int(t.max()) + 1)
+        for path, t in tree.flatten(_as_tree(inputs)).items()
+        if isinstance(t, torch.Tensor) and t.numel() and not t.is_floating_point() and t.dtype != torch.bool
+    }
+    return Sample(tuple(args), dict(kwargs), ranges)
 
 
 def random_neighbour(sample: ModelInputs, generator: torch.Generator, dim: int = 0) -> ModelInputs:
     """A random sample shaped like ``sample`` (a batch of one): floats with its mean and spread,
-    integers in its range. In a list input (images, targets) a tensor entry is drawn the same way
-    and any other entry (a target's dict of boxes and labels) is copied from the sample."""
+    integers in the range of the batch it was taken from (:class:`Sample`; else its own range).
+    In a list input (images, targets) a tensor entry is drawn the same way and any other entry (a
+    target's dict of boxes and labels) is copied from the sample."""
+    ranges = sample.int_ranges if isinstance(sample, Sample) else {}
 
-    def rand(t: torch.Tensor, _dim: int = 0) -> torch.Tensor:
+    def rand(t: torch.Tensor, _dim: int = 0, path: str = "") -> torch.Tensor:
         if t.dtype == torch.bool:
             out = torch.randint(0, 2, t.shape, generator=generator).bool()
         elif t.is_floating_point():
@@ -84,7 +102,7 @@ def random_neighbour(sample: ModelInputs, generator: torch.Generator, dim: int =
         elif t.numel() == 0:
             out = t.clone()
         else:
-            low, high = int(t.min()), int(t.max()) + 1
+            low, high = ranges.get(path, (int(t.min()), int(t.max()) + 1))
             out = torch.randint(low, max(high, low + 1), t.shape, generator=generator, dtype=t.dtype)
         return out.to(t.device)
 

@@ -86,6 +86,20 @@ CAUSES: dict[str, CauseKind] = {
             {"generate": _PREDICTOR_GENERATE},
         ),
         CauseKind(
+            "neighbours-matter",
+            "at one batch size and position, other neighbours give the sample other bits",
+            "run such a model one row per forward (samebits.Predictor does where its calibration measures "
+            "this), or remove what couples the rows: routing a batch's tokens to experts, scales computed per "
+            "batch (dynamic quantization), sequences packed by every row's length (pad them instead); a fixed "
+            "tile size does not help",
+        ),
+        CauseKind(
+            "position-dependent",
+            "at one batch size and with the same neighbours, the sample's position in the batch changes its bits",
+            "give every row one fixed position in a fixed tile, or tiles at which every position is computed "
+            "alike: samebits.batch_invariant() measures that tile per op",
+        ),
+        CauseKind(
             "rows-coupled",
             "an output's row has a dim of the batch's size at batches of 2, 3 and 5 (CLIP's `[B, B]` logits)",
             "nothing to fix in the kernels: the rows of a batch are scored against each other by design, so "

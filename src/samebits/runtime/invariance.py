@@ -84,6 +84,12 @@ class Invariance:
             out.append(
                 f"calibrated up to batch size {max(measured_sizes)}: {stopped} (max_batch_size caps the sizes tried)"
             )
+        if self.sizes == [1] and self.measured.get("neighbours_matter"):
+            sizes = ", ".join(map(str, self.measured["neighbours_matter"]))
+            out.append(
+                f"every row runs alone (one row per forward): at size {sizes} a row's bits changed with its "
+                "neighbours (routing, per-batch scales or packed lengths couple the rows), so no batch size keeps them"
+            )
         timed = self.timings()
         if self.scheme == "off" or not self.sizes or not timed:
             return out
@@ -201,6 +207,10 @@ def calibrate(
     classes = measured.groups(stable_only=True)
     groups = sorted(classes, key=lambda g: (len(g), max(g)), reverse=True)
     chosen = groups[0] if groups else []
+    if measured.neighbours_matter and 1 in [s.size for s in measured.measured]:
+        # a row's bits follow its neighbours at some size: sizes that looked stable were so only for
+        # the neighbours drawn (routing, per-batch scales, packed lengths): one row per forward
+        chosen = [1]
     details = {
         "tried": sorted(s.size for s in measured.sizes),
         "unstable": [s.size for s in measured.measured if not s.stable],
@@ -210,6 +220,7 @@ def calibrate(
         "errors": measured.errors,
         "failed": [s.size for s in measured.sizes if s.error],
         "stopped": measured.stopped,
+        "neighbours_matter": measured.neighbours_matter,
     }
     scheme = "tile" if len(chosen) == 1 else "class"
     return Invariance(scheme, sorted(chosen), details, measured.seconds)

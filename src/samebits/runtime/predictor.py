@@ -274,7 +274,9 @@ class Predictor:
             self.model,
             {
                 "kind": "calibration",
-                "version": 6,  # 4: timed forwards; 5: inputs named as ModelInputs.leaves(); 6: budgets stop sizes
+                # 4: timed forwards; 5: inputs named as ModelInputs.leaves(); 6: budgets stop sizes; 7: neighbours
+                # over the batch's integer ranges, rows alone where neighbours matter, tiles of one layout
+                "version": 7,
                 "device": device_identity(self.device),  # a CUDA calibration is not a CPU one
                 "batch_invariant": self._batch_invariant_kind(),  # tiled ops give other bits
                 "dynamic_batch": self._runners.dynamic,

@@ -545,17 +545,17 @@ def join(parts: Sequence[Any], sizes: Sequence[int], *, dim: int = 0, strict: bo
 def map_rows(
     obj: Any,
     n: int,
-    tensor_fn: Callable[[torch.Tensor, int], torch.Tensor],
+    tensor_fn: Callable[[torch.Tensor, int, str], torch.Tensor],
     entry_fn: Callable[[Any], Any],
     *,
     dim: int = 0,
 ) -> Any:
-    """``obj`` (a batch of ``n``) with every row tensor replaced by ``tensor_fn(tensor, dim)``
-    and every entry of a row list by ``entry_fn(entry)``; shared leaves kept."""
+    """``obj`` (a batch of ``n``) with every row tensor replaced by ``tensor_fn(tensor, dim,
+    path)`` and every entry of a row list by ``entry_fn(entry)``; shared leaves kept."""
 
     class _Map(_RowOps):
         def tensor(self, parts: list[torch.Tensor], d: int, whole: bool, path: str) -> Any:
-            return tensor_fn(parts[0], d)
+            return tensor_fn(parts[0], d, path)
 
         def rows(self, parts: list[list[Any]], path: str) -> Any:
             return [entry_fn(entry) for entry in parts[0]]
