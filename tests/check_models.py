@@ -328,3 +328,14 @@ def packed_gru():
     torch.manual_seed(0)
     x = torch.randn(4, 12, WIDTH, generator=torch.Generator().manual_seed(2))
     return PackedGRU().eval(), {"x": x, "lengths": torch.tensor([12, 9, 5, 3])}
+
+
+def weights_by_threads():
+    """A factory whose initialisation depends on the thread count (as nn.init.orthogonal_ does
+    through threaded LAPACK): other weights at 1 and 2 threads, the same forward."""
+    torch.manual_seed(0)
+    model = nn.Linear(WIDTH, 4).eval()
+    if torch.get_num_threads() > 1:
+        with torch.no_grad():
+            model.weight.add_(1e-3)
+    return model, _x()

@@ -51,6 +51,16 @@ def test_dropout_left_on():
     assert report.exit_code == 1
 
 
+def test_in_training_mode_the_batch_axis_is_re_run_under_eval_before_a_kernel_cause():
+    """Dropout left on makes the batch axis diverge too: the cause is training mode (eval makes it
+    identical here: the model's ops are row-wise), never a batch-size cause starting in the
+    Dropout with the kernel fix."""
+    report = check(spec("dropout_on"), axes=("repeat", "batch"))
+    assert verdicts(report)["batch"] == "diverged"
+    (cause,) = report.causes
+    assert cause.code == "training-mode" and "batch" in cause.axis and "repeat" in cause.axis
+
+
 @pytest.mark.parametrize(
     ("factory", "rng"), [("torch_noise", "torch"), ("numpy_noise", "numpy"), ("python_noise", "random")]
 )
@@ -394,3 +404,15 @@ def test_neighbours_that_vary_every_per_row_input_find_a_packed_gru_and_the_pred
         assert all(torch.equal(out[i], p.predict_one({"x": x[i], "lengths": lengths[i]})) for i in range(6))
     through = samebits.check(model, example, axes=("batch",), runtime="predictor")
     assert through.axis("batch").verdict == "identical"
+
+
+def test_weights_built_otherwise_in_a_fresh_process_are_named_before_any_forward_cause(tmp_path, monkeypatch):
+    """A factory whose initialisation follows the thread count (RWKV's orthogonal init): the thread
+    axis's children differ because their weights do, not their forwards; the cause says so."""
+    monkeypatch.setenv("SAMEBITS_CACHE_DIR", str(tmp_path))
+    report = check(spec("weights_by_threads"), axes=("threads",), runtime="predictor")  # threads in children
+    threads = report.axis("threads")
+    assert threads.verdict == "diverged" and threads.details.weights_differ == {"2 threads": ["weight"]}
+    (cause,) = report.causes
+    assert cause.code == "weights-at-construction" and "before any forward (weight)" in cause.evidence
+    assert "load the weights from a file" in cause.fix

@@ -41,18 +41,29 @@ class Evidence:
     rerun: Callable[[str, str], AxisResult]
     bad: set[str]
     explained: set[str] = dataclasses.field(default_factory=set)
+    # a model in training mode: each failing in-process axis measured again with model.eval(), which
+    # is what the later detectors read (a kernel cause is named from eval's evidence, not dropout's)
+    under_eval: dict[str, AxisResult] = dataclasses.field(default_factory=dict)
 
     def diverged(self, axis: str) -> AxisResult | None:
-        """The axis's result when it diverged (or was only close), else None."""
-        return self.results.get(axis) if axis in self.bad else None
+        """The axis's result when it diverged (or was only close), else None; under eval where it
+        was re-run so."""
+        if axis not in self.bad:
+            return None
+        result = self.under_eval.get(axis, self.results.get(axis))
+        return result if result is not None and result.verdict in ("diverged", "close") else None
+
+
+RERUN_UNDER_EVAL = {"repeat", "seed", "state", "batch", "layout"}  # the in-process axes, threads aside
 
 
 def training_mode(e: Evidence) -> list[Cause]:
     training = training_modules(e.model)
-    in_process = sorted(e.bad & {"repeat", "seed", "state"})
+    in_process = sorted(e.bad & RERUN_UNDER_EVAL)
     if not (training and in_process):
         return []
-    fixed = [axis for axis in in_process if e.rerun(axis, "eval").verdict == "identical"]
+    e.under_eval = {axis: e.rerun(axis, "eval") for axis in in_process}
+    fixed = [axis for axis in in_process if e.under_eval[axis].verdict == "identical"]
     if not fixed:
         return []
     e.explained.update(fixed)
@@ -142,7 +153,7 @@ def state_mutation(e: Evidence) -> list[Cause]:
 def per_process(e: Evidence) -> list[Cause]:
     """hash-order when one PYTHONHASHSEED makes the processes agree, else per-process."""
     process = e.diverged("process")
-    if process is None:
+    if process is None or "process" in e.explained:
         return []
     details = _details(process, ChildrenDetails)
     fixed = details.fixed_hash_seed if details else None
@@ -171,9 +182,34 @@ def per_process(e: Evidence) -> list[Cause]:
     ]
 
 
+def weights_at_construction(e: Evidence) -> list[Cause]:
+    """Fresh processes whose factories built other weights: that, not a forward, is the first
+    difference (RWKV's orthogonal init at 1 and 2 threads)."""
+    out = []
+    for axis in ("process", "threads", "machine"):
+        result = e.diverged(axis)
+        details = _details(result, ChildrenDetails)
+        if result is None or details is None or not details.weights_differ or axis in e.explained:
+            continue
+        e.explained.add(axis)
+        label, names = next(iter(details.weights_differ.items()))
+        shown = ", ".join(names[:3]) + (" ..." if len(names) > 3 else "")
+        out.append(
+            Cause(
+                "weights-at-construction",
+                axis,
+                f"the model's factory builds other weights in the fresh process of {label} than in that of "
+                f"{details.children[0].label}",
+                f"{len(names)} parameters or buffers differ before any forward ({shown})",
+                fix_of("weights-at-construction"),
+            )
+        )
+    return out
+
+
 def thread_count(e: Evidence) -> list[Cause]:
     threads = e.diverged("threads")
-    if threads is None:
+    if threads is None or "threads" in e.explained:
         return []
     details = _details(threads, ChildrenDetails)
     where = f" from {threads.origin.module}" if threads.origin else ""
@@ -192,7 +228,7 @@ def thread_count(e: Evidence) -> list[Cause]:
 
 def cpu_code_paths(e: Evidence) -> list[Cause]:
     machine = e.diverged("machine")
-    if machine is None:
+    if machine is None or "machine" in e.explained:
         return []
     details = _details(machine, ChildrenDetails)
     where = f" from {machine.origin.module}" if machine.origin else ""
@@ -335,6 +371,7 @@ DETECTORS = (
     state_between_calls,
     randomness_in_forward,
     state_mutation,
+    weights_at_construction,
     per_process,
     thread_count,
     cpu_code_paths,

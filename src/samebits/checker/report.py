@@ -168,6 +168,9 @@ class ChildrenDetails:
     portable_cost: PortableCost | None = None  # the machine axis, where CPUs differ
     pinned: Rerun | None = None  # the machine axis again, every CPU under the default level
     portable: str | None = None  # the machine axis: the level the check ran under
+    # the children's factories built other weights before any forward (label -> tensors that differ
+    # from the first child's): the outputs differ for that reason first
+    weights_differ: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     # the machine axis: simulated CPUs whose variables reached no probe of a library the model runs
     # (label -> those libraries): their agreement proves nothing, so they are not counted
     unsimulated: dict[str, list[str]] = dataclasses.field(default_factory=dict)

@@ -129,6 +129,11 @@ def run(job: dict, *, tasks: dict[str, Task] = TASKS, wrap: Callable[[Any, Any, 
     if job.get("task") in MODEL_FREE:
         return task(None, None, job)
     model = _load_model(job)
+    built = None
+    if "spec" in job:  # built here by its factory: which weights it built, before anything ran
+        from samebits.tensors.digest import RUN_DIGEST, weights_digests
+
+        built = weights_digests(model, RUN_DIGEST)
     data = torch.load(job["inputs"], map_location="cpu", weights_only=True)
     model, inputs = prepare(
         model, ModelInputs(tuple(data["args"]), data["kwargs"]), job.get("device", "cpu"), job.get("dtype")
@@ -136,7 +141,10 @@ def run(job: dict, *, tasks: dict[str, Task] = TASKS, wrap: Callable[[Any, Any, 
     if wrap is not None:
         model = wrap(model, inputs, job)
     seed_rngs(int(job.get("seed", 0)))
-    return task(model, inputs, job)
+    result = task(model, inputs, job)
+    if built and "trace" in result:
+        result["weights"] = built
+    return result
 
 
 def main(

@@ -45,6 +45,7 @@ class ChildResult:
     threads: int | None = None
     ops: list[tuple[str, str]] | None = None
     data: dict[str, Any] | None = None  # what a non-trace task returned
+    weights: dict[str, str] | None = None  # digests of the weights the child's factory built (a spec)
 
 
 def unshippable_reason(model: Any) -> str | None:
@@ -210,4 +211,5 @@ class ChildRunner:
                 key, _, path = name.partition("|")
                 kept.setdefault(key, {})[path] = t
         ops = [tuple(op) for op in data["ops"]] if data.get("ops") else None
-        return ChildResult(job.label, Trace.from_dict(data["trace"]), None, elapsed, kept, data.get("threads"), ops)
+        trace = Trace.from_dict(data["trace"])
+        return ChildResult(job.label, trace, None, elapsed, kept, data.get("threads"), ops, weights=data.get("weights"))

@@ -57,6 +57,13 @@ CAUSES: dict[str, CauseKind] = {
             },
         ),
         CauseKind(
+            "weights-at-construction",
+            "the fresh processes' factories built other weights before any forward (digests of every parameter "
+            "and buffer compared)",
+            "load the weights from a file (model.load_state_dict) instead of initialising them in every process, "
+            "or build them at one thread count: initialisers such as nn.init.orthogonal_ run threaded kernels",
+        ),
+        CauseKind(
             "hash-order",
             "processes differ with distinct `PYTHONHASHSEED` and agree with one",
             "start the process with `samebits run -- python ...` (fixes PYTHONHASHSEED before start), or iterate sorted(...)",

@@ -76,6 +76,7 @@ def _compare_children(ctx: CheckContext, axis: str, results: list[ChildResult]) 
         verdict = worst_verdict((verdict, result.verdict))
     out = AxisResult(axis, verdict, len(results), agreed, difference=worst)
     details = ChildrenDetails([ChildRun(r.label, r.error, round(r.seconds, 2)) for r in results])
+    details.weights_differ = _weights_differ(good)
     out.details = details
     if errors:
         out.reason = "; ".join(f"{r.label}: {r.error}" for r in errors)
@@ -83,6 +84,18 @@ def _compare_children(ctx: CheckContext, axis: str, results: list[ChildResult]) 
         return out, None
     details.pair = [ref.label, bad.label]
     return out, (ref, bad)
+
+
+def _weights_differ(results: list[ChildResult]) -> dict[str, list[str]]:
+    """Each child whose factory built other weights than the first child's: the tensors that differ."""
+    ref = results[0].weights if results else None
+    if not ref:
+        return {}
+    out = {}
+    for r in results[1:]:
+        if r.weights is not None and r.weights != ref:
+            out[r.label] = [n for n in ref if r.weights.get(n) != ref[n]] + [n for n in r.weights if n not in ref]
+    return out
 
 
 def _localize(ctx: CheckContext, runner: ChildRunner, result: AxisResult, pair: Pair, jobs: list[ChildJob]) -> None:
