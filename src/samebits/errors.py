@@ -62,6 +62,13 @@ def first_line(exc: BaseException, *, with_type: bool = False) -> str:
     return text
 
 
+def printable(text: str) -> str:
+    """``text`` safe to print on one terminal line: control characters (escape sequences, newlines,
+    carriage returns) and undecodable bytes written as Python escapes (``\\x1b``, ``\\n``),
+    everything else kept. A file name can hold any of them."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def cut(text: str) -> str:
     """``text`` cut at a word to ``MESSAGE_LIMIT`` characters, saying where the rest is."""
     if MESSAGE_LIMIT is None or len(text) <= MESSAGE_LIMIT:

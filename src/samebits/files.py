@@ -194,6 +194,32 @@ def remove_own_file(path: Path) -> None:
             path.unlink()
 
 
+class TooLarge(OSError):
+    """A file over the size samebits reads of its kind (checked before reading it)."""
+
+
+def read_regular(path: Path, limit: int) -> bytes:
+    """The bytes of ``path`` when it is a regular file of at most ``limit`` bytes, decided before
+    a byte is read (a FIFO would block, a sparse 4 GiB file would fill memory): opened without
+    blocking, then checked with ``fstat``. An ``OSError`` otherwise (:class:`TooLarge` for the
+    size)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        too_large = TooLarge(errno.EFBIG, f"over {limit:,} bytes")
+        if st.st_size > limit:
+            raise too_large
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(limit + 1)
+        if len(data) > limit:  # it grew since
+            raise too_large
+        return data
+    finally:
+        os.close(fd)
+
+
 MAX_JSON_DEPTH = 64  # deeper than any file samebits writes; deeper input would overflow recursive readers
 
 

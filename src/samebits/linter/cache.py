@@ -13,7 +13,7 @@ from pathlib import Path
 
 from samebits._version import __version__
 from samebits.errors import UserError
-from samebits.files import atomic_write
+from samebits.files import BadJson, atomic_write, parse_json, read_regular
 from samebits.linter.summary import SUMMARY_FORMAT
 
 SCHEMA = f"samebits-lint-index-{SUMMARY_FORMAT}/{__version__}"  # another samebits or format re-parses
@@ -42,12 +42,11 @@ class SummaryCache:
         self.used: dict[str, Summary | None] = {}
         self.changed = False
         if path is not None:
-            with contextlib.suppress(OSError, ValueError):
-                data = json.loads(path.read_text())
-                if isinstance(data, dict) and data.get("schema") == SCHEMA and isinstance(data.get("files"), dict):
-                    self.disk = data["files"]
+            self.disk = _read(path)
 
     def get(self, digest: str, compute: Callable[[], Summary | None]) -> Summary | None:
+        """The summary of the file whose content has ``digest``: from this process, the cache
+        file, or ``compute()``."""
         if digest in _MEMORY:
             found = _MEMORY[digest]
         elif digest in self.disk:
@@ -64,7 +63,36 @@ class SummaryCache:
         cannot be written is skipped silently."""
         if self.path is None or not (self.changed or set(self.disk) != set(self.used)):
             return
-        body = json.dumps({"schema": SCHEMA, "files": self.used}, separators=(",", ":"))
+        files = {d: {"summary": v, "check": _check(v)} for d, v in self.used.items()}
+        body = json.dumps({"schema": SCHEMA, "files": files}, separators=(",", ":"))
         with contextlib.suppress(OSError, UserError):
             self.path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(self.path, lambda tmp: tmp.write_text(body))
+
+
+MAX_CACHE_BYTES = 64 << 20  # a project's summaries are a few MB at MAX_FILES files
+
+
+def _check(summary: Summary | None) -> str:
+    """What an entry's summary must hash to: an entry damaged or edited since it was written reads
+    as missing."""
+    return hashlib.sha256((SCHEMA + json.dumps(summary, sort_keys=True)).encode()).hexdigest()[:32]
+
+
+def _read(path: Path) -> dict[str, Summary | None]:
+    """The entries of the cache file at ``path`` that read back as written; none where the file is
+    missing, not a regular file, too large, not JSON samebits reads or of another schema. It is a
+    cache: what cannot be read is summarised again and written anew."""
+    try:
+        data = parse_json(read_regular(path, MAX_CACHE_BYTES))
+    except (OSError, BadJson):
+        return {}
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA or not isinstance(data.get("files"), dict):
+        return {}
+    return {
+        digest: entry["summary"]
+        for digest, entry in data["files"].items()
+        if isinstance(entry, dict)
+        and isinstance(entry.get("summary"), (dict, type(None)))
+        and entry.get("check") == _check(entry.get("summary"))
+    }

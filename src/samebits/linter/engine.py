@@ -17,6 +17,7 @@ from samebits.linter.checks.common import FileContext, Finding
 from samebits.linter.cache import for_project as cache_for
 from samebits.linter.config import LintConfig, load_config
 from samebits.linter.metadata import torch_floor
+from samebits.files import TooLarge, read_regular
 from samebits.linter.project import MAX_FILES, Project, find_root, module_name
 from samebits.rules import BY_CODE
 
@@ -43,6 +44,8 @@ SKIP_DIRS = {
     "__goldens__",
 }
 NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z0-9_,\s-]+))?", re.I)
+
+MAX_LINT_BYTES = 16 << 20  # a file to lint: larger is no Python source anyone wrote (checked before reading)
 
 
 @dataclasses.dataclass
@@ -177,7 +180,7 @@ def lint(paths: Iterable[str | os.PathLike[str]], config: LintConfig | None = No
     for path in files:
         display = path.as_posix()
         try:
-            data = path.read_bytes()
+            data = read_regular(path, MAX_LINT_BYTES)
             if b"\x00" in data[:4096]:
                 skipped.append((display, "binary file"))
                 continue
@@ -188,10 +191,14 @@ def lint(paths: Iterable[str | os.PathLike[str]], config: LintConfig | None = No
             errors.append((display, "not text in the encoding it declares (UTF-8 unless a coding line says otherwise)"))
         except SyntaxError as exc:
             errors.append((display, f"cannot parse: {exc.msg} (line {exc.lineno})"))
+        except TooLarge as exc:
+            skipped.append((display, f"not linted: {exc.strerror} (no Python source is that large)"))
         except OSError as exc:
             errors.append((display, f"cannot read: {exc.strerror}"))
-        except (RecursionError, MemoryError):
+        except RecursionError:
             errors.append((display, "too deeply nested to parse or check (an expression of thousands of terms)"))
+        except MemoryError:
+            errors.append((display, "too large to parse in the memory left"))
         except Exception as exc:  # a bug in one check: the other files are still linted and reported
             errors.append((display, f"samebits could not lint it ({type(exc).__name__}: {exc}); please report it"))
     return LintResult(findings, errors, linted, skipped, projects.notes())

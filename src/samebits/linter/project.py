@@ -14,6 +14,7 @@ import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from samebits.files import TooLarge, read_regular
 from samebits.linter.cache import SummaryCache
 from samebits.linter.checks.models import Source, library_source
 from samebits.linter.summary import Summary, summarize
@@ -79,11 +80,14 @@ class Project:
         cache = cache or SummaryCache(None)
         for path in files[:MAX_FILES]:
             try:
-                data = path.read_bytes()
+                data = read_regular(path, MAX_BYTES)
+            except TooLarge:
+                notes.append(f"{path}: not indexed (over {MAX_BYTES} bytes, or binary)")
+                continue
             except OSError as exc:
                 notes.append(f"{path}: cannot read ({exc.strerror})")
                 continue
-            if len(data) > MAX_BYTES or b"\x00" in data[:4096]:
+            if b"\x00" in data[:4096]:
                 notes.append(f"{path}: not indexed (over {MAX_BYTES} bytes, or binary)")
                 continue
             summary = cache.get(hashlib.sha256(data).hexdigest(), lambda d=data: _parse(d))  # type: ignore[misc]

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
+from urllib.parse import quote
 
 from samebits._version import __version__
+from samebits.errors import printable
 from samebits.linter.engine import LintResult
 from samebits.rules import BY_CODE, RULES
 
@@ -14,9 +17,9 @@ LINT_SCHEMA_VERSION = 1
 
 def to_text(result: LintResult) -> str:
     lines = [f.text() for f in result.findings]
-    lines += [f"{path}: error: {why}" for path, why in result.errors]
-    lines += [f"{path}: skipped: {why}" for path, why in result.skipped]
-    lines += [f"note: {note}" for note in result.notes]  # project files the index left out
+    lines += [f"{printable(path)}: error: {printable(why)}" for path, why in result.errors]
+    lines += [f"{printable(path)}: skipped: {printable(why)}" for path, why in result.skipped]
+    lines += [f"note: {printable(note)}" for note in result.notes]  # project files the index left out
     n = len(result.findings)
     summary = f"{n} finding{'s' if n != 1 else ''} in {result.files} file{'s' if result.files != 1 else ''}"
     if result.errors:
@@ -39,6 +42,12 @@ def to_json(result: LintResult) -> dict[str, Any]:
         "skipped": [{"path": p, "reason": r} for p, r in result.skipped],
         "notes": list(result.notes),
     }
+
+
+def uri(path: str) -> str:
+    """A path as SARIF's relative URI reference: its bytes percent-encoded (a space, ``%``, ``#``,
+    non-ASCII and undecodable bytes), ``/`` kept."""
+    return quote(os.fsencode(path), safe="/")
 
 
 def to_sarif(result: LintResult) -> dict[str, Any]:
@@ -65,7 +74,7 @@ def to_sarif(result: LintResult) -> dict[str, Any]:
             "locations": [
                 {
                     "physicalLocation": {
-                        "artifactLocation": {"uri": f.path},
+                        "artifactLocation": {"uri": uri(f.path)},
                         "region": {"startLine": f.line, "startColumn": f.col},
                     }
                 }
@@ -77,7 +86,7 @@ def to_sarif(result: LintResult) -> dict[str, Any]:
         {
             "level": "error",
             "message": {"text": why},
-            "locations": [{"physicalLocation": {"artifactLocation": {"uri": path}}}],
+            "locations": [{"physicalLocation": {"artifactLocation": {"uri": uri(path)}}}],
         }
         for path, why in result.errors
     ]

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from samebits.errors import printable
 from samebits.linter.checks import grad
 from samebits.linter.checks.models import Models, user_classes
 
@@ -61,7 +62,8 @@ class Finding:
     message: str
 
     def text(self) -> str:
-        return f"{self.path}:{self.line}:{self.col}: {self.code} {self.name} {self.message}"
+        """One line: ``path:line:col: CODE name message`` (a file name's control characters escaped)."""
+        return f"{printable(self.path)}:{self.line}:{self.col}: {self.code} {self.name} {self.message}"
 
 
 class FileContext:
