@@ -216,3 +216,24 @@ def test_sizes_from_the_command_line_are_bounded_before_any_work(tmp_path, argv,
     before = snapshot(tmp_path)
     one_error(run_cli(*argv, cwd=tmp_path), fragment)
     assert snapshot(tmp_path) == before
+
+
+def test_cache_list_prints_a_users_folder_and_time_stamps_as_they_are(tmp_path):
+    """rich markup never reads a user's text: ``[bold red]`` in the folder's name was dropped (the
+    wrong path printed), ``[/x]`` stopped the command; a time stamp of 1e300 exited 3."""
+    from samebits.runtime.cache import ArtifactCache
+
+    folder = tmp_path / "c[bold red]x[" / "x]"  # the path reads .../c[bold red]x[/x]
+    cache = ArtifactCache(folder)
+    cache.build_once("thread-plan-a", lambda tmp: tmp.write_text("{}"))
+    manifest = folder / "manifest.json"
+    data = json.loads(manifest.read_text())
+    data["entries"]["thread-plan-a"]["written"] = 1e300
+    manifest.write_text(json.dumps(data))
+    result = run_cli("cache", "list", "--cache-dir", str(folder))
+    assert result.returncode == 0, result.stderr
+    assert str(folder) in result.stdout.replace("\n", "") and "thread-plan-a" in result.stdout
+    empty = tmp_path / "e[" / "x]"
+    empty.mkdir(parents=True)
+    result = run_cli("cache", "list", "--cache-dir", str(empty))
+    assert result.returncode == 0 and f"{empty}: empty" in result.stdout, result.stderr

@@ -112,7 +112,7 @@ def render(console: Console, report: Any) -> None:
         rows,
         set(range(1, 7)),
         console.width,
-        title=f"{report.model} ({report.seconds:.0f} s)",
+        title=f"{escape(report.model)} ({report.seconds:.0f} s)",
         title_justify="left",
     )
     console.print(table)

@@ -30,7 +30,7 @@ def list_command(cache_dir: Optional[str] = DirOpt) -> None:
     entries = ArtifactCache(folder).entries()
     console = Console(highlight=False)
     if not entries:
-        console.print(f"{folder}: empty")
+        console.print(f"{escape(str(folder))}: empty")
         return
     table = Table(
         Column("what it is", overflow="fold", ratio=3),
@@ -38,13 +38,21 @@ def list_command(cache_dir: Optional[str] = DirOpt) -> None:
         Column("size", justify="right", no_wrap=True),
         Column("file", overflow="fold", ratio=2),
         box=None,
-        title=str(folder),
+        title=escape(str(folder)),
         title_justify="left",
     )
     for e in entries:
-        written = time.strftime("%Y-%m-%d %H:%M", time.localtime(e["written"])) if e["written"] else "-"
+        written = _when(e["written"])
         table.add_row(escape(e["what"]), written, f"{e['bytes'] / 1024:.1f} KiB", escape(e["name"]))
     console.print(table)
+
+
+def _when(written: float | None) -> str:
+    """A manifest's time stamp as local time, ``-`` where it is missing or no time (1e300)."""
+    try:
+        return time.strftime("%Y-%m-%d %H:%M", time.localtime(written)) if written else "-"
+    except (OverflowError, OSError, ValueError):
+        return "-"
 
 
 @cache_app.command("clear")

@@ -74,10 +74,10 @@ def env_command(
         json_path,
     )
     if not changes:
-        console.print(f"No differences between {diff} and {other or 'this machine'}.")
+        console.print(f"No differences between {escape(diff)} and {escape(other or 'this machine')}.")
         return
     table = Table(
-        *(Column(h, overflow="fold") for h in ("field", diff, other or "this machine", "likely effect")),
+        *(Column(escape(h), overflow="fold") for h in ("field", diff, other or "this machine", "likely effect")),
         title="Fingerprint differences",
     )
     for c in changes:

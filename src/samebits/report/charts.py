@@ -27,6 +27,8 @@ def _pyplot() -> Any:
     except ImportError:
         raise UserError("an HTML report needs matplotlib: pip install 'samebits[report]'") from None
     plt.rcParams.update({"svg.fonttype": "none", "font.size": 9, "svg.hashsalt": "samebits"})
+    if "text.parse_math" in plt.rcParams:  # labels are module names: "$" is text, never math to parse
+        plt.rcParams["text.parse_math"] = False
     return plt
 
 
