@@ -161,3 +161,34 @@ def wanders_in_factory():
 def wanders_in_forward():
     torch.manual_seed(0)
     return Wanders(3, 2).eval(), torch.ones(2, 3)
+
+
+class ClosesStdout(nn.Linear):
+    """A Linear whose forward closes sys.stdout (a logging wrapper gone wrong)."""
+
+    def forward(self, x):
+        sys.stdout.close()
+        return super().forward(x)
+
+
+def closes_stdout():
+    torch.manual_seed(0)
+    return ClosesStdout(3, 2).eval(), torch.ones(2, 3)
+
+
+class HardExit(nn.Linear):
+    """A Linear whose forward ends the process at once, exit status 0 (``os._exit(0)``)."""
+
+    def forward(self, x):
+        os._exit(0)
+
+
+def hard_exit_in_forward():
+    return HardExit(3, 2).eval(), torch.ones(2, 3)
+
+
+def on_meta_device():
+    """A factory that builds the model on the meta device (shapes, no data) and never loads it."""
+    with torch.device("meta"):
+        model = nn.Linear(3, 2)
+    return model.eval(), torch.ones(2, 3)

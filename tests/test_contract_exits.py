@@ -135,6 +135,8 @@ USER_CODE_EXITS = {
     "sys.exit(1) in the factory": ("exits_in_factory", "the factory called sys.exit(1)"),
     "GeneratorExit in the forward": ("generator_exit_in_forward", "the model's forward raised GeneratorExit"),
     "KeyboardInterrupt without a signal": ("keyboard_interrupt_in_forward", "raised KeyboardInterrupt"),
+    "os._exit(0) in the forward": ("hard_exit_in_forward", "the model's forward called os._exit(0)"),
+    "a model on the meta device": ("on_meta_device", "the model's tensors are on the meta device"),
 }
 
 
@@ -145,6 +147,25 @@ def test_user_code_that_exits_is_an_error_of_the_model_not_a_result(tmp_path, co
     extra = {"record": ["-o", str(tmp_path / "g.safetensors")], "doctor": ["--backends", ""], "bench": ["--no-memory"]}
     one_error(run_cli(command, m(name), *extra.get(command, []), cwd=tmp_path), fragment)
     assert not (tmp_path / "g.safetensors").exists()
+
+
+def test_predict_of_a_forward_that_calls_os_exit_is_an_error_not_a_silent_0(tmp_path):
+    np.save(tmp_path / "x.npy", np.ones((4, 3), dtype=np.float32))
+    result = run_cli("predict", m("hard_exit_in_forward"), str(tmp_path / "x.npy"), "-o", str(tmp_path / "out"))
+    one_error(result, "the model's forward called os._exit(0)")
+
+
+def test_a_forward_that_closes_stdout_still_gets_its_report(tmp_path):
+    result = run_cli("check", m("closes_stdout"), "--axes", "repeat,seed", cwd=tmp_path)
+    assert result.returncode == 0 and "Same input, same bits" in result.stdout, result.stderr
+    assert "samebits: note: the model's forward closed sys.stdout; samebits opened it again" in result.stderr
+
+
+def test_the_watchdog_still_ends_a_hanging_forward_while_os_exit_is_watched(tmp_path):
+    """The user-code boundary turns os._exit into an error only in the thread running the model's
+    code: the watchdog's own os._exit (another thread) still ends a forward that never returns."""
+    result = run_cli("check", m("hang"), "--axes", "repeat", "--timeout", "2", cwd=tmp_path, timeout=60)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
 
 
 def test_a_model_file_that_exits_on_import_is_one_line(tmp_path):

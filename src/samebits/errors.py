@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import re
+import sys
+import threading
 import warnings
 from collections.abc import Iterator
+from typing import Any, NoReturn
 
 
 class SamebitsError(Exception):
@@ -106,21 +110,81 @@ def _cwd() -> str | None:
         return None
 
 
+class _HardExit(BaseException):
+    """``os._exit(code)`` called by the user's code in the thread that runs it (turned into a
+    :class:`UserCodeExit` at the boundary)."""
+
+    def __init__(self, code: Any) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+_REAL_EXIT = os._exit
+_USER_THREADS: dict[int, int] = {}  # thread id -> user-code blocks it is inside
+
+
+def _exit_of_user_code(code: Any) -> NoReturn:
+    """``os._exit`` while user code runs: in a thread inside :func:`user_code`, an exception the
+    boundary reports (a forward that called ``os._exit(0)`` ended a check with exit 0, nothing
+    done); in any other thread (samebits' watchdog), the real exit."""
+    if _USER_THREADS.get(threading.get_ident()):
+        raise _HardExit(code)
+    _REAL_EXIT(code)
+
+
+def _streams() -> tuple[Any, Any]:
+    return sys.stdout, sys.stderr
+
+
+_DESCRIPTOR = {"stdout": 1, "stderr": 2}
+
+
+def _reopened(name: str, was: Any, what: str) -> None:
+    """``sys.<name>`` again where the user's code closed it (or put a closed stream there): a
+    fresh stream on the process's own descriptor, which closing it again leaves open (the report
+    still has somewhere to go), with a note."""
+    now = getattr(sys, name)
+    if not getattr(now, "closed", False):
+        return  # open: as it was, or a working redirect of the code's own
+    with contextlib.suppress(OSError, ValueError):
+        os.fstat(_DESCRIPTOR[name])  # the descriptor itself is still there
+        stream = io.TextIOWrapper(
+            open(_DESCRIPTOR[name], "wb", buffering=0, closefd=False),  # noqa: SIM115 - the process's from now on
+            encoding=getattr(was, "encoding", None) or "utf-8",
+            errors=getattr(was, "errors", None) or "strict",
+            line_buffering=True,
+        )
+        setattr(sys, name, stream)
+        warnings.warn(f"{what} closed sys.{name}; samebits opened it again", UserCodeChanged, stacklevel=4)
+
+
 @contextlib.contextmanager
 def user_code(what: str) -> Iterator[None]:
-    """Run the user's code: ``SystemExit``, ``GeneratorExit`` and an interrupt no signal caused
-    become :class:`UserCodeExit` ("the model's forward called sys.exit(0)"). A working folder the
-    code changed is changed back (relative paths, children's folder) with a
-    :class:`UserCodeChanged` warning."""
-    cwd = _cwd()
+    """Run the user's code: ``SystemExit``, ``os._exit()``, ``GeneratorExit`` and an interrupt no
+    signal caused become :class:`UserCodeExit` ("the model's forward called sys.exit(0)"). A
+    working folder the code changed is changed back (relative paths, children's folder), and a
+    ``sys.stdout``/``sys.stderr`` it closed opened again, each with a :class:`UserCodeChanged`
+    warning."""
+    cwd, streams = _cwd(), _streams()
+    me = threading.get_ident()
+    _USER_THREADS[me] = _USER_THREADS.get(me, 0) + 1
+    os._exit = _exit_of_user_code
     try:
         yield
-    except (SystemExit, GeneratorExit, KeyboardInterrupt) as exc:
+    except (SystemExit, GeneratorExit, KeyboardInterrupt, _HardExit) as exc:
         if _from_signal(exc):
             raise
-        how = f"called sys.exit({exc.code!r})" if isinstance(exc, SystemExit) else f"raised {type(exc).__name__}"
+        if isinstance(exc, _HardExit):
+            how = f"called os._exit({exc.code!r})"
+        elif isinstance(exc, SystemExit):
+            how = f"called sys.exit({exc.code!r})"
+        else:
+            how = f"raised {type(exc).__name__}"
         raise UserCodeExit(f"{what} {how}") from None
     finally:
+        _USER_THREADS[me] -= 1
+        if not _USER_THREADS[me]:
+            del _USER_THREADS[me]
         now = _cwd()
         if cwd is not None and now != cwd:
             with contextlib.suppress(OSError):
@@ -130,3 +194,5 @@ def user_code(what: str) -> Iterator[None]:
                 UserCodeChanged,
                 stacklevel=3,
             )
+        for name, was in zip(("stdout", "stderr"), streams):
+            _reopened(name, was, what)

@@ -41,6 +41,12 @@ def prepare(model: Any, inputs: ModelInputs, device: str = "cpu", dtype: str | N
     check_device(device)
     torch_dtype = parse_dtype(dtype) if dtype else None
     if isinstance(model, nn.Module):
+        meta = next((n for n, t in [*model.named_parameters(), *model.named_buffers()] if t.is_meta), None)
+        if meta is not None:
+            raise UserError(
+                f"the model's tensors are on the meta device (shapes without data, e.g. '{meta}'): load its "
+                "weights first (model.to_empty(device=...) then load_state_dict, or from_pretrained)"
+            )
         model.to(device=device, dtype=torch_dtype) if torch_dtype is not None else model.to(device)
     moved = ModelInputs(tree.move(inputs.args, device, torch_dtype), tree.move(inputs.kwargs, device, torch_dtype))
     return model, moved
