@@ -114,7 +114,7 @@ class _HardExit(BaseException):
     """``os._exit(code)`` called by the user's code in the thread that runs it (turned into a
     :class:`UserCodeExit` at the boundary)."""
 
-    def __init__(self, code: Any) -> None:
+    def __init__(self, code: int) -> None:
         super().__init__(code)
         self.code = code
 
@@ -123,13 +123,13 @@ _REAL_EXIT = os._exit
 _USER_THREADS: dict[int, int] = {}  # thread id -> user-code blocks it is inside
 
 
-def _exit_of_user_code(code: Any) -> NoReturn:
+def _exit_of_user_code(status: int) -> NoReturn:
     """``os._exit`` while user code runs: in a thread inside :func:`user_code`, an exception the
     boundary reports (a forward that called ``os._exit(0)`` ended a check with exit 0, nothing
     done); in any other thread (samebits' watchdog), the real exit."""
     if _USER_THREADS.get(threading.get_ident()):
-        raise _HardExit(code)
-    _REAL_EXIT(code)
+        raise _HardExit(status)
+    _REAL_EXIT(status)
 
 
 def _streams() -> tuple[Any, Any]:
