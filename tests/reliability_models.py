@@ -192,3 +192,11 @@ def on_meta_device():
     with torch.device("meta"):
         model = nn.Linear(3, 2)
     return model.eval(), torch.ones(2, 3)
+
+
+def starts_a_thread():
+    """A factory that starts a non-daemon thread that never ends (a metrics reporter, say)."""
+    import threading
+
+    threading.Thread(target=lambda: time.sleep(3600), name="reporter").start()
+    return linear()

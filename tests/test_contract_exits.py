@@ -258,3 +258,16 @@ def test_cache_list_prints_a_users_folder_and_time_stamps_as_they_are(tmp_path):
     empty.mkdir(parents=True)
     result = run_cli("cache", "list", "--cache-dir", str(empty))
     assert result.returncode == 0 and f"{empty}: empty" in result.stdout, result.stderr
+
+
+def test_a_saved_report_with_a_field_of_another_type_is_one_line(tmp_path):
+    pytest.importorskip("matplotlib")
+    saved = tmp_path / "r.json"
+    assert run_cli("check", "demo:mlp", "--axes", "repeat", "--json", str(saved)).returncode in (0, 1)
+    data = json.loads(saved.read_text())
+    data["seconds"] = "abc"  # a number field holding a string: it exited 3
+    saved.write_text(json.dumps(data))
+    one_error(
+        run_cli("report", str(saved), "--html", str(tmp_path / "r.html")), "is not a complete samebits check report"
+    )
+    assert not (tmp_path / "r.html").exists()

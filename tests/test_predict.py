@@ -282,10 +282,20 @@ def test_verify_reads_every_shard_file_and_edited_manifests_are_one_line(inputs,
     assert report.computed == 4  # the two edited entries and the two bad files
     assert verify_ok(out)
     manifest = json.loads((out / "manifest.json").read_text())
+    good = json.loads(json.dumps(manifest))
     manifest["threads"] = None
     (out / "manifest.json").write_text(json.dumps(manifest))
     edited = run_cli("verify", str(out), SPEC)
     assert edited.returncode == 2 and "is incomplete or edited (its 'threads'" in edited.stderr
+    for field, value, message in (
+        ("batch_size", 0, "the manifest's batch_size must be a whole number of rows from 1"),
+        ("preprocessing", {"resize": "224"}, "is incomplete or edited (its 'preprocessing'"),
+    ):  # they exited 3
+        manifest = json.loads(json.dumps(good))
+        manifest[field] = value
+        (out / "manifest.json").write_text(json.dumps(manifest))
+        edited = run_cli("verify", str(out), SPEC)
+        assert edited.returncode == 2 and message in edited.stderr and "Traceback" not in edited.stderr, edited.stderr
     (out / "manifest.json").write_bytes(b"\xff\xfe{}")
     for cmd in (("verify", str(out), SPEC), ("predict", SPEC, str(inputs), "-o", str(out), "--resume")):
         broken = run_cli(*cmd)

@@ -36,7 +36,14 @@ def report_command(
     check_html_path(html_path)
     try:
         write_html(data, html_path)
-    except (KeyError, TypeError, AttributeError, IndexError) as exc:
+    except (
+        KeyError,
+        TypeError,
+        AttributeError,
+        IndexError,
+        ValueError,
+        OverflowError,
+    ) as exc:  # a field of another type
         raise UserError(
             f"'{report_json}' is not a complete samebits {data.get('kind', '')} report ({type(exc).__name__}: {exc})"
         ) from None

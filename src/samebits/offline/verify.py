@@ -79,10 +79,30 @@ def _manifest(out: Path) -> dict[str, Any]:
     wrong = [k for k, t in shapes.items() if not isinstance(data.get(k), t)]
     inputs_ok = all(isinstance(f, dict) and {"path", "size", "xxh3_128"} <= set(f) for f in data.get("inputs") or [])
     threads_ok = {"build", "per_worker"} <= set(data.get("threads") or {}) and "backend" in (data.get("plan") or {})
-    if wrong or not inputs_ok or not threads_ok:
-        what = wrong[0] if wrong else "inputs" if not inputs_ok else "threads"
+    prep_ok = _preprocessing_ok(data.get("preprocessing"))
+    if wrong or not inputs_ok or not threads_ok or not prep_ok:
+        what = wrong[0] if wrong else "inputs" if not inputs_ok else "threads" if not threads_ok else "preprocessing"
         raise UserError(f"'{out / MANIFEST}' is incomplete or edited (its '{what}' is missing or malformed)")
+    for key in ("batch_size", "shard_size"):
+        batch_rows(data[key], f"the manifest's {key}")
     return data
+
+
+def _preprocessing_ok(prep: Any) -> bool:
+    """None, or a dict: Parquet's columns, or an image resize (two sizes) with a mean and std per
+    channel (their ranges are ImagePrep's to check)."""
+    if prep is None or (isinstance(prep, dict) and "resize" not in prep):
+        return True
+    if not isinstance(prep, dict):
+        return False
+    numbers = lambda v, n: (
+        isinstance(v, list)
+        and len(v) == n
+        and all(  # noqa: E731
+            isinstance(x, (int, float)) and not isinstance(x, bool) for x in v
+        )
+    )
+    return numbers(prep["resize"], 2) and numbers(prep.get("mean"), 3) and numbers(prep.get("std"), 3)
 
 
 def _file_problems(out: Path, entries: list[dict[str, Any]]) -> list[str]:
