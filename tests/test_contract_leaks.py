@@ -61,7 +61,7 @@ def _children_of(pid: int | None) -> list[int]:
     ]
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])  # SIGHUP: the terminal closed
 def test_a_signal_to_samebits_alone_ends_its_children_and_temp_folder(tmp_path, sig):
     env = scrubbed_env(TMPDIR=str(tmp_path))
     proc = subprocess.Popen(
@@ -79,7 +79,7 @@ def test_a_signal_to_samebits_alone_ends_its_children_and_temp_folder(tmp_path, 
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     time.sleep(0.5)
-    assert proc.returncode == (130 if sig == signal.SIGINT else 143)
+    assert proc.returncode == {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}[sig]
     assert not set(children) & set(_children_of(None)), "children outlived samebits"
     assert not list(tmp_path.glob("samebits-*")), "the temp folder was left behind"
     assert "Traceback" not in err
@@ -113,3 +113,17 @@ def test_an_onnxruntime_build_leaves_only_its_entries(tmp_path):
         if p.name not in listed and not p.name.endswith(".lock") and p.name not in (MARKER, "manifest.json")
     ]
     assert stray == [] and any(n.endswith(".ort.onnx") for n in listed)
+
+
+def test_a_thread_the_factory_started_does_not_keep_samebits_alive_after_its_report(tmp_path):
+    """A non-daemon thread of the model's (a metrics reporter) kept `check` running forever after
+    it printed its report; the command ends with its own exit code and cleans up."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "samebits", "check", m("starts_a_thread"), "--axes", "repeat,process"],
+        env=scrubbed_env(TMPDIR=str(tmp_path)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0 and "Same input, same bits" in proc.stdout, proc.stderr
+    assert not list(tmp_path.glob("samebits-*"))

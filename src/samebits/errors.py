@@ -185,6 +185,8 @@ def user_code(what: str) -> Iterator[None]:
         _USER_THREADS[me] -= 1
         if not _USER_THREADS[me]:
             del _USER_THREADS[me]
+        if not _USER_THREADS and os._exit is _exit_of_user_code:
+            os._exit = _REAL_EXIT  # no user code runs: the process's own again
         now = _cwd()
         if cwd is not None and now != cwd:
             with contextlib.suppress(OSError):

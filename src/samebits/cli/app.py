@@ -35,6 +35,7 @@ from samebits.cli import (
     verify,
 )
 from samebits.errors import UserError, first_line
+from samebits.exit_codes import exit_past_user_threads
 
 MESSAGE_LIMIT = 200  # characters of another library's message on one line, unless --verbose
 
@@ -126,8 +127,9 @@ def main(argv: list[str] | None = None) -> None:
         portable.ARGV = args
         strict_blas.enter(args)  # before any GEMM (MKL reads it once); never in a caller's process
     debug, verbose = "--debug" in own, "--verbose" in own
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, _terminate)
+    for sig in (signal.SIGTERM, signal.SIGINT, getattr(signal, "SIGHUP", None)):  # a closed terminal sends SIGHUP
+        if sig is not None:
+            signal.signal(sig, _terminate)
     sys.unraisablehook = _redeliver
     with warnings.catch_warnings(record=not verbose) as caught:
         if not verbose:
@@ -153,6 +155,7 @@ def main(argv: list[str] | None = None) -> None:
             f"samebits: {len(caught)} warning(s) from {', '.join(sources[:3])} hidden; rerun with --verbose to see them",
             err=True,
         )
+    exit_past_user_threads(code)
     sys.exit(code)
 
 

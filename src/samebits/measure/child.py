@@ -11,6 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from samebits.exit_codes import exit_past_user_threads
+
 OUTPUT_KEY = "<output>"  # the name under which a child's final output tensors come back
 
 
@@ -167,6 +169,7 @@ def main(
         result = {"error": f"{first_line(exc, with_type=True)}{where}"}
         code = 3
     Path(job["out"]).write_text(json.dumps(result))
+    exit_past_user_threads(code)  # a thread the model's factory started must not hold the parent waiting
     sys.exit(code)
 
 
