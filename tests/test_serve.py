@@ -374,6 +374,13 @@ def test_middleware_added_to_the_app_guards_infer_too():
         with TestClient(front(app)) as client:
             assert client.post(path, json=body).status_code == 401
             assert client.post(path, json=body, headers={"Authorization": "Bearer secret"}).status_code == 200
+        # gRPC calls would not pass through HTTP middleware: refused beside it, before serving
+        from samebits.errors import UserError
+        from samebits.serve.options import ServeOptions
+        from samebits.serve.server import serve
+
+        with pytest.raises(UserError, match="grpc_port cannot be served beside middleware added to the app"):
+            serve(app, ServeOptions(port=0, grpc_port=0))
     finally:
         predictor.close()
 

@@ -491,11 +491,15 @@ def create_app(
     return app
 
 
+def added_middleware(app: FastAPI) -> bool:
+    """Whether middleware was added to ``app`` since :func:`create_app` made it (authentication,
+    CORS, limits), which every request must pass through."""
+    return tuple(app.user_middleware) != getattr(app.state, "asgi_middleware", None)
+
+
 def front(app: FastAPI) -> Any:
     """The ASGI app to serve: :func:`create_app`'s infer short path in front of FastAPI, unless
-    middleware was added to ``app`` since (authentication, CORS, limits: infer requests must pass
-    through it too), then ``app`` itself, whose short path answers inside that middleware."""
+    middleware was added to ``app`` since, then ``app`` itself, whose short path answers inside
+    that middleware."""
     asgi = getattr(app.state, "asgi", None)
-    if asgi is None or tuple(app.user_middleware) != getattr(app.state, "asgi_middleware", None):
-        return app
-    return asgi
+    return app if asgi is None or added_middleware(app) else asgi

@@ -192,8 +192,14 @@ def serve(app: FastAPI, options: ServeOptions = ServeOptions(), on_ready: Callab
     ``app.state.grpc_port`` by then), and stopped after the batcher drained."""
     import uvicorn
 
-    from samebits.serve.app import front
+    from samebits.serve.app import added_middleware, front
 
+    if options.grpc_port is not None and added_middleware(app):
+        raise UserError(
+            "grpc_port cannot be served beside middleware added to the app (authentication, CORS, limits): gRPC "
+            "calls do not pass through HTTP middleware and would bypass it; leave grpc_port out, or serve gRPC "
+            "from an app without added middleware"
+        )
     grpc: Any = None  # the grpc.aio server (--grpc-port), bound in main()
     app.state.grpc_port = None
 
