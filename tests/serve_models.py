@@ -79,3 +79,28 @@ class Embedder(nn.Module):
 def embedder():
     torch.manual_seed(0)
     return Embedder(), torch.randint(0, 10, (4, 3), generator=torch.Generator().manual_seed(0))
+
+
+class HangsWhenRetried(nn.Module):
+    """A row of 9.0 takes 0.5 s (requests queue behind it); a batch holding a 13.0 row raises, so
+    its requests are retried alone; a 7.0 row without a 13.0 beside it never returns."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x):
+        first = x[:, 0]
+        if bool((first == 9.0).any()):
+            time.sleep(0.5)
+        if bool((first == 13.0).any()):
+            raise RuntimeError("row marked to fail")
+        if bool((first == 7.0).any()):
+            while True:
+                time.sleep(0.05)
+        return self.fc(x)
+
+
+def hangs_when_retried():
+    torch.manual_seed(0)
+    return HangsWhenRetried(), torch.randn(4, 8)

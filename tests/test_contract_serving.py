@@ -100,6 +100,31 @@ def test_a_forward_that_never_returns_in_the_thread_leaves_no_request_unanswered
     assert server.stop() == 0 and time.monotonic() - start < 30
 
 
+def test_a_request_retried_alone_runs_under_the_forward_timeout_too():
+    """A batch that raises is retried request by request; the retry of one that hangs had no
+    timeout: neither it nor any later request was answered, ready stayed 200, SIGTERM did not end
+    the server. Now the retry answers 503 within the timeout and the rest behaves as a hang does."""
+    server = Server(
+        f"{MODELS}:hangs_when_retried", "--max-batch-size", "4", "--forward-timeout-s", "1", "--timeout-s", "3"
+    )
+    try:
+        assert server.infer(row(0.5))[0] == 200
+        with concurrent.futures.ThreadPoolExecutor(3) as pool:
+            slow = pool.submit(server.infer, row(9.0))  # holds the worker: the next two queue together
+            time.sleep(0.15)
+            failing, hanging = pool.submit(server.infer, row(13.0)), pool.submit(server.infer, row(7.0))
+            answers = [f.result(timeout=30) for f in (slow, failing, hanging)]
+        assert answers[0][0] == 200 and answers[1][0] == 500  # alone, the 13.0 row fails itself only
+        assert answers[2][0] == 503 and "--forward-timeout-s" in answers[2][1]["error"]
+        status, _, raw = server.request("/v2/health/ready")
+        assert status == 503 and "a forward has been running" in json.loads(raw)["reason"]
+        start = time.monotonic()
+        assert server.infer(row(0.5))[0] == 503 and time.monotonic() - start < 5
+    finally:
+        start = time.monotonic()
+        assert server.stop() == 0 and time.monotonic() - start < 30
+
+
 def _worker_of(pid: int) -> int:
     out = subprocess.run(["ps", "-eo", "pid,ppid,args"], capture_output=True, text=True).stdout
     rows = [line.split(None, 2) for line in out.splitlines()[1:]]

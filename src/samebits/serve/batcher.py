@@ -230,21 +230,56 @@ class Batcher:
             self.restarting, self.restart_reason = True, "after it died"  # at once: no second restart
             self._watch = asyncio.get_running_loop().create_task(self._restart("after it died"))
 
-    def _alone(self, batch: list[_Item]) -> list[Any]:
-        """In the worker thread: each request's rows run alone, after its batch's forward raised:
-        each gets its output or its own exception, so one bad request fails only itself. A row's
-        bits do not depend on its batch, so an output here is the one it would have had."""
-        out: list[Any] = []
+    @staticmethod
+    def _fail(batch: list[_Item], error: BaseException) -> None:
         for item in batch:
+            if not item.future.done():
+                item.future.set_exception(error)
+
+    async def _timed(self, batch: list[_Item], inputs: Any) -> tuple[bool, Any]:
+        """One forward of ``inputs`` in the worker under ``forward_timeout_s``: ``(True, output)``,
+        or ``(False, None)`` where ``batch`` was answered 503 because the worker died or the
+        forward ran past its timeout (then the worker is restarted, or the thread watched while
+        new requests get 503 and readiness is off). A forward that raises raises here."""
+        started = time.monotonic()
+        running = asyncio.get_running_loop().run_in_executor(self._executor, self.predict, inputs)
+        try:
+            return True, await asyncio.wait_for(asyncio.shield(running), self.forward_timeout)
+        except ChildDied as exc:  # the worker process died (killed from outside, out of memory)
+            self._fail(batch, Stuck(f"{exc}; restarting it"))
+            if self.worker is not None:
+                await self._restart("after it died")
+            return False, None
+        except asyncio.TimeoutError:
+            # Answer now (503). A thread cannot be killed: the server is not ready until the
+            # forward returns, and its late result is dropped. A worker process (--isolate) is
+            # killed and replaced; not ready until it is back.
+            self.stuck_since = started
+            self._fail(batch, Stuck(f"the forward ran past {self.forward_timeout:g} s (--forward-timeout-s)"))
+            await self._recover(running)
+            return False, None
+
+    async def _alone(self, batch: list[_Item]) -> None:
+        """After a batch's forward raised: each request's rows run alone, each under the forward
+        timeout, so that one bad request fails only itself and one that hangs cannot hold the
+        rest. A row's bits do not depend on its batch, so an output here is the one it would
+        have had."""
+        for i, item in enumerate(batch):
+            if item.future.done():
+                continue
+            if self.stuck_since is not None or self.broken is not None:  # the worker hangs or is gone
+                self._fail(batch[i:], Stuck(self.broken or "a forward is still running past --forward-timeout-s"))
+                return
             try:
-                out.append(self.predict(item.inputs))
+                ok, output = await self._timed([item], item.inputs)
             except Exception as exc:
-                out.append(ForwardFailed(first_line(exc, with_type=True)))
-        return out
+                item.future.set_exception(ForwardFailed(first_line(exc, with_type=True)))
+                continue
+            if ok and not item.future.done():
+                item.future.set_result(output_rows(output, 0, item.rows, item.rows))
 
     async def _run(self) -> None:
         assert self._wake is not None and self._idle is not None
-        loop = asyncio.get_running_loop()
         under_load = False
         while True:
             if not self.queue:
@@ -270,27 +305,8 @@ class Batcher:
             started = time.monotonic()
             try:
                 joined = concat_batches([b.inputs for b in batch]) if len(batch) > 1 else batch[0].inputs
-                running = loop.run_in_executor(self._executor, self.predict, joined)
-                try:
-                    output = await asyncio.wait_for(asyncio.shield(running), self.forward_timeout)
-                except ChildDied as exc:  # the worker process died (killed from outside, out of memory)
-                    for item in batch:
-                        if not item.future.done():
-                            item.future.set_exception(Stuck(f"{exc}; restarting it"))
-                    if self.worker is not None:
-                        await self._restart("after it died")
-                    continue
-                except asyncio.TimeoutError:
-                    # Answer this batch now (503). A thread cannot be killed: the server is not
-                    # ready until the forward returns, and its late result is dropped. A worker
-                    # process (--isolate) is killed and replaced; not ready until it is back.
-                    self.stuck_since = started
-                    for item in batch:
-                        if not item.future.done():
-                            item.future.set_exception(
-                                Stuck(f"the forward ran past {self.forward_timeout:g} s (--forward-timeout-s)")
-                            )
-                    await self._recover(running)
+                ok, output = await self._timed(batch, joined)
+                if not ok:
                     continue
                 total, start = sum(b.rows for b in batch), 0
                 for item in batch:
@@ -298,18 +314,10 @@ class Batcher:
                         item.future.set_result(output_rows(output, start, start + item.rows, total))
                     start += item.rows
             except Exception as exc:  # the batch failed: its requests run alone, so only a bad one fails
-                alone = (
-                    await loop.run_in_executor(self._executor, self._alone, batch)
-                    if len(batch) > 1
-                    else [ForwardFailed(first_line(exc, with_type=True))]
-                )
-                for item, result in zip(batch, alone):
-                    if item.future.done():
-                        continue
-                    if isinstance(result, BaseException):
-                        item.future.set_exception(result)
-                    else:
-                        item.future.set_result(output_rows(result, 0, item.rows, item.rows))
+                if len(batch) > 1:
+                    await self._alone(batch)
+                else:
+                    self._fail(batch, ForwardFailed(first_line(exc, with_type=True)))
             finally:
                 self.on_batch(sum(b.rows for b in batch), time.monotonic() - started)
             under_load = bool(self.queue)
