@@ -51,6 +51,14 @@ def test_dropout_left_on():
     assert report.exit_code == 1
 
 
+def test_a_forward_that_draws_random_numbers_gets_no_batch_cause():
+    """Its batch axis differs because no two forwards agree: the cause is the randomness, not a
+    batch size (a batch-size cause with the kernel fix was named too)."""
+    report = check(spec("torch_noise"), axes=("repeat", "seed", "batch"))
+    assert verdicts(report)["batch"] == "diverged"
+    assert [c.code for c in report.causes] == ["randomness-in-forward"]
+
+
 def test_in_training_mode_the_batch_axis_is_re_run_under_eval_before_a_kernel_cause():
     """Dropout left on makes the batch axis diverge too: the cause is training mode (eval makes it
     identical here: the model's ops are row-wise), never a batch-size cause starting in the

@@ -266,8 +266,8 @@ def cpu_code_paths(e: Evidence) -> list[Cause]:
 
 def batch_size(e: Evidence) -> list[Cause]:
     batch = e.diverged("batch")
-    if batch is None:
-        return []
+    if batch is None or e.diverged("repeat") or e.diverged("seed"):
+        return []  # forwards that do not repeat (their cause is named) make every batch differ: no batch cause
     details = _details(batch, BatchDetails)
     if details is not None and details.coupled:
         return [
