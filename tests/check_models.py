@@ -339,3 +339,34 @@ def weights_by_threads():
         with torch.no_grad():
             model.weight.add_(1e-3)
     return model, _x()
+
+
+class PositionalNoise(nn.Module):
+    """Adds noise seeded by each row's position in the batch (a per-position generator)."""
+
+    def forward(self, x):
+        noise = torch.stack(
+            [torch.randn(x.shape[1:], generator=torch.Generator().manual_seed(i)) for i in range(x.shape[0])]
+        )
+        return x + 0.2 * noise
+
+
+def positional_noise():
+    return PositionalNoise().eval(), _x()
+
+
+def quantized_lstm():
+    """A dynamically quantized LSTM: one activation scale per batch, so neighbours move a row."""
+    torch.manual_seed(0)
+    lstm = nn.LSTM(WIDTH, WIDTH, batch_first=True)
+    model = torch.ao.quantization.quantize_dynamic(nn.Sequential(lstm), {nn.LSTM}, dtype=torch.qint8)
+
+    class Wrap(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = model
+
+        def forward(self, x):
+            return self.inner(x)[0]
+
+    return Wrap().eval(), torch.randn(4, 6, WIDTH, generator=torch.Generator().manual_seed(3))

@@ -424,3 +424,20 @@ def test_weights_built_otherwise_in_a_fresh_process_are_named_before_any_forward
     (cause,) = report.causes
     assert cause.code == "weights-at-construction" and "before any forward (weight)" in cause.evidence
     assert "load the weights from a file" in cause.fix
+
+
+@pytest.mark.parametrize(
+    ("model", "code", "evidence"),
+    [
+        ("positional_noise", "position-dependent", "the same neighbours with the sample at another position"),
+        ("quantized_lstm", "neighbours-matter", "other neighbours at the same position give the sample other bits"),
+    ],
+)
+def test_the_batch_cause_names_the_mechanism_it_measured(model, code, evidence):
+    """Noise seeded by a row's position and a dynamically quantized LSTM (one activation scale per
+    batch) both got the batch-size cause and its fixed-tile fix, which works for neither."""
+    report = check(spec(model), axes=("repeat", "batch"))
+    assert [c.code for c in report.causes] == [code]
+    assert (
+        evidence in report.causes[0].evidence and "run every forward at one fixed tile size" not in report.causes[0].fix
+    )

@@ -103,8 +103,10 @@ CAUSES: dict[str, CauseKind] = {
         CauseKind(
             "position-dependent",
             "at one batch size and with the same neighbours, the sample's position in the batch changes its bits",
-            "give every row one fixed position in a fixed tile, or tiles at which every position is computed "
-            "alike: samebits.batch_invariant() measures that tile per op",
+            "run every row at one fixed position (one row per forward), or remove what depends on a row's place: "
+            "a kernel whose lanes compute the rows of a tile otherwise (samebits.batch_invariant() measures "
+            "tiles at which every position is alike), or the model's own use of a row's index (noise or state "
+            "seeded by it)",
         ),
         CauseKind(
             "rows-coupled",
