@@ -81,9 +81,15 @@ def test_row_drops_the_batch_dim_and_a_list_entry_is_the_row():
     assert r["x"].tolist() == [4, 5] and r["dets"]["boxes"].shape == (2, 4)
 
 
-def test_an_output_without_the_batch_dim_cannot_be_split():
-    with pytest.raises(tree.RowError, match=r"'\.loss' has shape \(\), with no batch dim 0 of size 4"):
+def test_an_output_without_the_batch_dim_cannot_be_split_and_the_advice_fits_its_shape():
+    """No advice that cannot work: a scalar (a router's aux loss) has no rows at any dim; states of
+    (1, B, H) have them along dim 1, which --batch-dim cannot reach without moving the inputs'."""
+    with pytest.raises(tree.RowError, match=r"'\.loss' has shape \(\): one value for the whole batch"):
         tree.take({"loss": torch.tensor(1.0), "x": torch.zeros(4, 2)}, 0, 2, 4, strict=True)
+    with pytest.raises(tree.RowError, match=r"'\[1\]' has shape \(1, 4, 3\): its batch of 4 is along dim 1, not dim 0"):
+        tree.take((torch.zeros(4, 2), torch.zeros(1, 4, 3)), 0, 2, 4, strict=True)
+    with pytest.raises(tree.RowError, match=r"has shape \(7,\), with no batch dim 0 of size 4"):
+        tree.take({"mask": torch.ones(7), "x": torch.zeros(4, 2)}, 0, 2, 4, strict=True)
     kept = tree.take({"mask": torch.ones(7), "x": torch.zeros(4, 2)}, 0, 2, 4)  # inputs: shared
     assert kept["mask"].shape == (7,) and kept["x"].shape == (2, 2)
 

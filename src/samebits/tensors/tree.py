@@ -411,9 +411,7 @@ def _row_walk(
         if row_dim is not None:
             return ops.tensor(objs, row_dim, whole, path)
         if strict and not explicit:
-            raise RowError(
-                f"the output at '{path or '<output>'}' has shape {tuple(head.shape)}, with no batch dim {dim} of size {ns[0]}: its rows cannot be split"
-            )
+            raise RowError(_unsplittable(path, head, dim, ns[0]))
         return ops.shared(objs, path)
     if is_leaf(head):
         return ops.shared(objs, path)
@@ -451,6 +449,23 @@ def _row_walk(
         for j in range(len(pieces))
     ]
     return node.rebuild(head, new)
+
+
+def _unsplittable(path: str, leaf: torch.Tensor, dim: int, n: int) -> str:
+    """Why an output leaf has no rows of a batch of ``n`` along ``dim``, and what would help."""
+    where = f"the output at '{path or '<output>'}' has shape {tuple(leaf.shape)}"
+    if leaf.dim() == 0:
+        return (
+            f"{where}: one value for the whole batch (a loss or a count), with no row per sample; "
+            "return it apart from the per-sample outputs, or leave it out for inference"
+        )
+    other = [d for d, size in enumerate(leaf.shape) if size == n and d != dim]
+    if other:
+        return (
+            f"{where}: its batch of {n} is along dim {other[0]}, not dim {dim} as the inputs' is; "
+            f"return it with the batch first (e.g. .transpose(0, {other[0]})), since every input and output is cut along one dim"
+        )
+    return f"{where}, with no batch dim {dim} of size {n}: its rows cannot be split"
 
 
 class _Take(_RowOps):

@@ -43,7 +43,7 @@ def batch_axis(ctx: CheckContext) -> AxisResult:
         )
     except RowError as exc:
         return AxisResult(
-            "batch", "skipped", reason=f"outputs cannot be split per sample: {exc}; pass --batch-dim or skip this axis"
+            "batch", "skipped", reason=f"outputs cannot be split per sample: {exc} (or leave the batch axis out)"
         )
     failed = measured.at(1).error
     if failed:
