@@ -71,6 +71,43 @@ def test_bad_shapes_nested_json_and_a_large_json_part_are_4xx_with_a_json_body(m
     assert moody.infer(row(0.5))[0] == 200
 
 
+def test_a_lone_surrogate_and_integers_past_64_bits_get_one_answer_each(moody):
+    """A tensor name or id holding a lone surrogate (JSON's \\ud800) was a plain-text 500 with a
+    traceback; an FP32 value of 2**64 was 200 through orjson but 400 when an unrelated NaN sent the
+    body to json: two answers for one tensor."""
+    url = f"/v2/models/{moody.name}/infer"
+    for body in (
+        '{"inputs": [{"name": "x\\ud800", "shape": [1, 8], "datatype": "FP32", "data": [0,0,0,0,0,0,0,0]}]}',
+        '{"id": "\\udc00", "inputs": [{"name": "x", "shape": [1, 8], "datatype": "FP32", "data": [0,0,0,0,0,0,0,0]}]}',
+    ):
+        code, headers, raw = moody.request(url, body.encode())
+        assert code == 400 and "lone surrogate" in json.loads(raw)["error"], raw
+    answers = set()
+    for extra in ("0.5", "NaN"):  # the same 2**64 with and without a value orjson refuses
+        body = f'{{"inputs": [{{"name": "x", "shape": [1, 8], "datatype": "FP32", "data": [18446744073709551616, {extra}, 0,0,0,0,0,0]}}]}}'
+        answers.add(moody.request(url, body.encode())[0])
+    assert answers == {200}
+
+
+def test_grpc_bytes_that_do_not_parse_are_invalid_argument():
+    pytest.importorskip("grpc")
+    import grpc
+
+    server = Server(f"{MODELS}:moody", "--max-batch-size", "4", "--grpc-port", "0")
+    try:
+        from test_serve_grpc import grpc_address
+
+        channel = grpc.insecure_channel(grpc_address(server))
+        call = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")
+        with pytest.raises(grpc.RpcError) as raised:
+            call(b"\xff\xff\xff not a message", timeout=10)
+        assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert "is not a ModelInferRequest message: it does not parse" in raised.value.details()
+        channel.close()
+    finally:
+        assert server.stop() == 0
+
+
 def test_ids_outside_the_embedding_are_400_before_batching_and_fail_no_one_else():
     server = Server(f"{MODELS}:embedder", "--max-batch-size", "4")
     try:

@@ -5,12 +5,14 @@ is one :class:`ProtocolError` line, answered with status 400."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Any
 
 import numpy as np
 import torch
 
+from samebits.errors import printable
 from samebits.files import MAX_JSON_DEPTH, BadJson, check_depth, parse_json
 
 HEADER_LENGTH = "Inference-Header-Content-Length"
@@ -72,7 +74,10 @@ def parse_body(body: bytes, header_length: str | None, max_json: int | None = No
         raise ProtocolError("the request must be a JSON object with 'inputs'")
     unknown = sorted(set(request) - {"id", "parameters", "inputs", "outputs"})
     if unknown:
+        unknown = [printable(u) for u in unknown]
         raise ProtocolError(f"unknown request field(s) {', '.join(unknown)}; known: id, parameters, inputs, outputs")
+    if isinstance(request.get("id"), str) and not is_text(request["id"]):
+        raise ProtocolError("the request's 'id' is not UTF-8 text (it holds a lone surrogate)")
     return request, binary
 
 
@@ -104,6 +109,16 @@ def parse_request_json(head: bytes) -> Any:
     return data
 
 
+def is_text(value: str) -> bool:
+    """Whether ``value`` is text a response can hold (no lone surrogate, which JSON's ``\\ud800``
+    gives and UTF-8 cannot encode)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def parameters(obj: dict[str, Any], where: str) -> dict[str, Any]:
     """The ``parameters`` object of a request, input or output (``{}`` when absent)."""
     value = obj.get("parameters")
@@ -124,6 +139,8 @@ def tensor_header(spec: Any) -> tuple[str, list[int], str]:
     datatype = spec.get("datatype")
     if not isinstance(name, str) or not name:
         raise ProtocolError("an input has no 'name'")
+    if not is_text(name):
+        raise ProtocolError(f"an input's name {printable(name)!r} is not UTF-8 text (it holds a lone surrogate)")
     if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
         raise ProtocolError(f"input {name}: 'shape' must be a list of non-negative integers")
     if not isinstance(datatype, str) or datatype not in DATATYPES:
@@ -189,6 +206,9 @@ def from_values(name: str, data: Any, shape: list[int], datatype: str) -> torch.
     if count == 0:
         return torch.empty(0, dtype=DATATYPES[datatype])
     allowed = _KINDS.get(datatype, "iuf")
+    if array.dtype.kind == "O" and "f" in allowed:  # integers past 64 bits among floats: the floats they are
+        with contextlib.suppress(TypeError, ValueError, OverflowError):
+            array = np.asarray(data if isinstance(data, list) else [data], dtype=np.float64)
     if array.dtype.kind not in allowed or (datatype != "BOOL" and array.dtype.kind == "b"):
         raise ProtocolError(f"input {name}: data holds values that are not {datatype}")
     dtype = DATATYPES[datatype]
