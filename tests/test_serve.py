@@ -558,3 +558,26 @@ def test_a_model_whose_rows_are_coupled_answers_each_request_as_its_own_batch():
             assert torch.equal(torch.tensor(answer["outputs"][0]["data"]).reshape(2, 2), model(x).detach())
     finally:
         assert server.stop() == 0
+
+
+def test_every_batcher_of_a_runner_takes_the_plans_facts():
+    """The HTTP app passed joins=False for coupled rows and the Ray replicas did not (a CLIP there
+    got joined requests and other answers): both make their batcher from the runner now."""
+    import dataclasses
+
+    from samebits.serve.batcher import Batcher
+    from samebits.serve.options import ServeOptions
+
+    @dataclasses.dataclass
+    class Plan:
+        scheme: str
+
+    class Runner:
+        def __init__(self, scheme: str) -> None:
+            self.plan = Plan(scheme)
+
+        def predict(self, inputs):
+            return inputs
+
+    assert not Batcher.for_runner(Runner("whole"), ServeOptions()).joins
+    assert Batcher.for_runner(Runner("class"), ServeOptions()).joins

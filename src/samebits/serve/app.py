@@ -273,13 +273,8 @@ def create_app(
     ``restartable``: the runner's process, replaced after a forward hangs (``--isolate``);
     ``key``: requests are batched only with requests of the same key (``--pad``'s lengths)."""
     metrics = Metrics()
-    batcher = Batcher.for_options(
-        runner.predict,
-        options,
-        on_batch=lambda rows, seconds: metrics.batch.observe(rows),
-        worker=restartable,
-        key=key,
-        joins=runner.plan.scheme != "whole",  # coupled rows: a request is never batched with another
+    batcher = Batcher.for_runner(
+        runner, options, on_batch=lambda rows, seconds: metrics.batch.observe(rows), worker=restartable, key=key
     )
     generator = runner if isinstance(runner, Predictor) and supports_generate(runner.model) else None
     generating = generate_batcher(generator, options) if generator is not None else None

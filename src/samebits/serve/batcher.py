@@ -98,6 +98,21 @@ class Batcher:
         self._executor = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="samebits-worker")
 
     @classmethod
+    def for_runner(
+        cls,
+        runner: Any,
+        options: ServeOptions,
+        on_batch: Callable[[int, float], None] | None = None,
+        worker: Restartable | None = None,
+        key: Callable[[ModelInputs], Hashable] | None = None,
+    ) -> Batcher:
+        """A batcher of ``runner``'s forwards with the limits of ``options`` (``samebits serve``'s
+        flags) and the runner's plan's facts: a model whose rows are coupled (plan scheme
+        ``whole``: CLIP's ``[B, B]`` logits) never has two requests joined. The HTTP app and the
+        Ray replicas both make theirs here."""
+        return cls.for_options(runner.predict, options, on_batch, worker, key, joins=runner.plan.scheme != "whole")
+
+    @classmethod
     def for_options(
         cls,
         predict: Callable[[ModelInputs], Any],
@@ -107,7 +122,7 @@ class Batcher:
         key: Callable[[ModelInputs], Hashable] | None = None,
         joins: bool = True,
     ) -> Batcher:
-        """A batcher with the limits of ``options`` (``samebits serve``'s flags)."""
+        """A batcher of ``predict`` with the limits of ``options`` (a runner's: :meth:`for_runner`)."""
         return cls(
             predict,
             max_batch_size=options.max_batch_size,

@@ -77,7 +77,7 @@ def deployment(
                     f"this replica's bit-relevant fingerprint ({mine[:12]}) differs from the first replica's "
                     f"({first[:12]}): it would answer with other bits (another CPU ISA or torch build); not starting"
                 )
-            self.batcher = Batcher.for_options(self.predictor.predict, options, key=one.key)
+            self.batcher = Batcher.for_runner(self.predictor, options, key=one.key)
 
         async def __call__(self, request: Any) -> Any:
             from starlette.responses import JSONResponse, Response
