@@ -4,9 +4,10 @@ run on fixed tiles of rows along dim 0, the last tile padded with zeros, each ti
 and alignment; the tile is the largest at most ``tile`` at which this CPU's kernel gives a row the
 same bits at every position (measured once per op and shape). A row's bits then do not depend
 on the batch it is in, with no calibration; row-wise ops (norms, softmax, activations) need
-nothing. Measured on the CPU by the check's batch axis (tests/test_batch_invariant.py). On CUDA, where Triton is installed, matmuls,
-softmax, ``mean`` and attention run on fixed-order kernels instead (``runtime/fixed_order.py``:
-one tile shape, no split-K, no padding); convolutions keep the tiles. Not yet run on a GPU.
+nothing. Measured on the CPU by the check's batch axis (tests/test_batch_invariant.py). On CUDA,
+where Triton is installed, matmuls, softmax, ``mean`` and attention run on fixed-order kernels
+instead (``runtime/fixed_order.py``: one tile shape, no split-K, no padding); convolutions keep
+the tiles. Not yet run on a GPU.
 """
 
 from __future__ import annotations
@@ -248,6 +249,8 @@ def _position_free_tile(
     computed alike does. One row per call always is."""
     key = (func, _signature(args, kwargs, per_row), tile, torch.get_num_threads(), _modes_below())
     if key not in _TILES:
+        if len(_TILES) >= 4096:  # shapes without end (every sequence length): measured again, not kept
+            _TILES.clear()
         flat = all(a.dim() == 2 for a in per_row.values())
         tries = [(t, last) for t in _candidates(tile) if t > 1 for last in ((False, True) if flat else (False,))]
         _TILES[key] = next((c for c in tries if _rows_alike(func, args, kwargs, per_row, *c)), (1, False))

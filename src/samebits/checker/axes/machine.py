@@ -7,7 +7,7 @@ from __future__ import annotations
 import statistics
 
 from samebits.checker.report import AxisResult, ChildrenDetails, PortableCost
-from samebits.determinism.portable import CODE_PATH_VARS, DEFAULT_LEVEL, LEVELS, cpu_flags, machines
+from samebits.determinism.portable import CODE_PATH_VARS, DEFAULT_LEVEL, LEVELS, cpu_flags, cpu_vendor, machines
 from samebits.measure.code_paths import unreached
 from samebits.measure.processes import ChildJob, ChildResult, ChildRunner
 
@@ -92,11 +92,12 @@ def set_aside_unsimulated(
     return kept, aside
 
 
-WHY_UNREACHED = {
-    "MKL": "MKL caps its instruction sets only on Intel CPUs",
-    "oneDNN": "oneDNN's instruction-set cap changed nothing here",
-    "ATen": "ATen's capability cap changed nothing here",
-}
+def _why_unreached(library: str) -> str:
+    if library == "MKL":
+        vendor = cpu_vendor()
+        if vendor != "GenuineIntel":  # measured on AMD EPYC: MKL_ENABLE_INSTRUCTIONS is ignored there
+            return f"MKL caps its instruction sets only on Intel CPUs, and this one is {vendor or 'of another vendor'}"
+    return f"{library}'s instruction-set cap changed nothing here"
 
 
 def unsimulated_text(aside: dict[str, list[str]]) -> str:
@@ -106,7 +107,7 @@ def unsimulated_text(aside: dict[str, list[str]]) -> str:
     for label, libs in aside.items():
         groups.setdefault(tuple(libs), []).append(label)
     parts = [
-        f"{' or '.join(labels)}: the model runs {' and '.join(libs)} ({'; '.join(WHY_UNREACHED[lib] for lib in libs)})"
+        f"{' or '.join(labels)}: the model runs {' and '.join(libs)} ({'; '.join(map(_why_unreached, libs))})"
         for libs, labels in groups.items()
     ]
     return "could not simulate " + "; nor ".join(parts)
