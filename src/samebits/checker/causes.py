@@ -184,9 +184,11 @@ def per_process(e: Evidence) -> list[Cause]:
 
 def weights_at_construction(e: Evidence) -> list[Cause]:
     """Fresh processes whose factories built other weights: that, not a forward, is the first
-    difference (RWKV's orthogonal init at 1 and 2 threads)."""
+    difference (RWKV's orthogonal init at 1 and 2 threads). Not the machine axis: its children
+    run the parent's weights (what a capped CPU's initialisers draw is the simulation's, not a
+    real CPU's concern)."""
     out = []
-    for axis in ("process", "threads", "machine"):
+    for axis in ("process", "threads"):
         result = e.diverged(axis)
         details = _details(result, ChildrenDetails)
         if result is None or details is None or not details.weights_differ or axis in e.explained:

@@ -136,6 +136,10 @@ def run(job: dict, *, tasks: dict[str, Task] = TASKS, wrap: Callable[[Any, Any, 
         from samebits.tensors.digest import RUN_DIGEST, weights_digests
 
         built = weights_digests(model, RUN_DIGEST)
+        if job.get("weights_file") and isinstance(model, torch.nn.Module):  # compare the forward alone
+            from safetensors.torch import load_file
+
+            model.load_state_dict(load_file(job["weights_file"]))
     data = torch.load(job["inputs"], map_location="cpu", weights_only=True)
     model, inputs = prepare(
         model, ModelInputs(tuple(data["args"]), data["kwargs"]), job.get("device", "cpu"), job.get("dtype")

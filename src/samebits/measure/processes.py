@@ -33,6 +33,10 @@ class ChildJob:
     hooks: bool = False  # per-module digests too (only to localise a divergence)
     task: str = "trace"  # or "memory" (see measure/memory.py)
     params: dict[str, Any] | None = None
+    # a model built from its spec gets the parent's weights after it is built (the machine axis:
+    # its forwards compared, not what a capped CPU's initialisers draw); which weights it built
+    # comes back either way
+    parents_weights: bool = False
 
 
 @dataclasses.dataclass
@@ -103,6 +107,7 @@ class ChildRunner:
         torch.save({"args": list(inputs.args), "kwargs": inputs.kwargs}, self.folder / "inputs.pt")
         self.base["inputs"] = str(self.folder / "inputs.pt")
         self.skip_reason: str | None = None
+        self._model = model
         if spec is not None:
             self.base["spec"] = spec
         else:
@@ -113,6 +118,19 @@ class ChildRunner:
                     self.base["model_file"] = str(self.folder / "model.pt")
                 except Exception as exc:  # e.g. a lambda or an open file inside the model
                     self.skip_reason = f"the model cannot be pickled for a child process ({type(exc).__name__}: {exc})"
+
+    def weights_file(self) -> str | None:
+        """The parent's parameters and buffers in a file of the private folder (written once), for
+        children that build the model from its spec; ``None`` for a model that is no module."""
+        path = self.folder / "weights.safetensors"
+        if not path.exists():
+            if not isinstance(self._model, nn.Module):
+                return None
+            from safetensors.torch import save_file
+
+            state = {k: v.detach().cpu().contiguous() for k, v in self._model.state_dict().items()}
+            save_file({k: v.clone() for k, v in state.items()}, str(path))  # clones: tied weights saved apart
+        return str(path)
 
     def close(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -182,6 +200,8 @@ class ChildRunner:
             "task": job.task,
             "params": job.params,
         }
+        if job.parents_weights and "spec" in self.base:
+            spec["weights_file"] = self.weights_file()
         job_file = out.with_suffix(".job.json")
         job_file.write_text(json.dumps(spec))
         env = {**os.environ, **job.env}

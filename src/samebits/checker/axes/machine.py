@@ -34,7 +34,8 @@ def machine_jobs(under: str | None, runtime: str | None = None) -> tuple[list[Ch
         ChildJob(PROBE + label, {"PYTHONHASHSEED": "0", **env}, task="probe")
         for label, env in machines(None, cpu_flags())
     ]
-    return [ChildJob(label, {"PYTHONHASHSEED": "0", **env}) for label, env in sims] + probes, None
+    traces = [ChildJob(label, {"PYTHONHASHSEED": "0", **env}, parents_weights=True) for label, env in sims]
+    return traces + probes, None
 
 
 def _unsimulated(runtime: str | None, under: str | None) -> str | None:
