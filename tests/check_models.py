@@ -370,3 +370,27 @@ def quantized_lstm():
             return self.inner(x)[0]
 
     return Wrap().eval(), torch.randn(4, 6, WIDTH, generator=torch.Generator().manual_seed(3))
+
+
+class TopOneRouter(nn.Module):
+    """A mixture of experts: each row goes to the expert its gate scores highest, and each expert
+    runs on the rows routed to it together, so its GEMM's row count follows the neighbours."""
+
+    def __init__(self):
+        super().__init__()
+        self.gate = nn.Linear(WIDTH, 2)
+        self.experts = nn.ModuleList(nn.Linear(WIDTH, 64) for _ in range(2))
+
+    def forward(self, x):
+        choice = self.gate(x).argmax(-1)
+        out = x.new_zeros(x.shape[0], 64)
+        for i, expert in enumerate(self.experts):
+            rows = (choice == i).nonzero().flatten()
+            if rows.numel():
+                out[rows] = expert(x[rows])
+        return out
+
+
+def top_one_router():
+    torch.manual_seed(0)
+    return TopOneRouter().eval(), torch.randn(8, WIDTH, generator=torch.Generator().manual_seed(4))

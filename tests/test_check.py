@@ -441,3 +441,26 @@ def test_the_batch_cause_names_the_mechanism_it_measured(model, code, evidence):
     assert (
         evidence in report.causes[0].evidence and "run every forward at one fixed tile size" not in report.causes[0].fix
     )
+
+
+def test_a_top_one_router_over_experts_is_run_row_by_row_by_the_predictor(tmp_path):
+    """Which neighbours share a row's expert changes that expert's GEMM (Qwen2-MoE: sizes verified,
+    yet a row in a batch of 3 differed from it alone): measured as neighbours-matter, run alone."""
+    import importlib.util
+
+    import torch
+
+    import samebits
+
+    report = check(spec("top_one_router"), axes=("batch",))
+    if report.axis("batch").verdict == "identical":
+        pytest.skip("this CPU's GEMMs give a row the same bits at every row count here: nothing couples the rows")
+    assert [c.code for c in report.causes] == ["neighbours-matter"]
+    loaded = importlib.util.spec_from_file_location("check_models_router", MODELS)
+    models = importlib.util.module_from_spec(loaded)
+    loaded.loader.exec_module(models)
+    model, example = models.top_one_router()
+    x = torch.randn(9, models.WIDTH, generator=torch.Generator().manual_seed(9))
+    with samebits.Predictor(model, example_inputs=example, cache_dir=tmp_path) as p:
+        out = p.predict(x)
+        assert p.invariance.sizes == [1] and all(torch.equal(out[i], p.predict_one(x[i])) for i in range(9))
