@@ -127,3 +127,28 @@ def test_a_thread_the_factory_started_does_not_keep_samebits_alive_after_its_rep
     )
     assert proc.returncode == 0 and "Same input, same bits" in proc.stdout, proc.stderr
     assert not list(tmp_path.glob("samebits-*"))
+
+
+def test_a_predictor_left_unclosed_gives_the_model_back_when_dropped_not_at_a_later_collection(tmp_path):
+    """``Predictor(model).map(xs)`` without close, then ``with Predictor(model, ...)``: the first
+    one sat in a reference cycle, holding the model in eval with grad off after the block until a
+    garbage collection ran; dropped, it gives the model back at once."""
+    import gc
+    import warnings
+
+    import torch
+
+    import samebits
+
+    model = torch.nn.Linear(4, 3).train()
+    xs = [torch.randn(4) for _ in range(5)]
+    gc.disable()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            list(samebits.Predictor(model, cache_dir=tmp_path / "a").map(xs))
+        with samebits.Predictor(model, example_inputs=torch.randn(4, 4), cache_dir=tmp_path / "b") as p:
+            assert not model.training and p.predict(torch.randn(2, 4)).shape == (2, 3)
+        assert model.training and model.weight.requires_grad
+    finally:
+        gc.enable()

@@ -163,7 +163,7 @@ class Predictor:
             dynamic = backend == "onnxruntime" and not any(
                 isinstance(a, list) for a in [*self._example.args, *self._example.kwargs.values()]
             )
-            self._runners = Runners(backend, self.model, self.example_at, self.cache_dir, device, dynamic)
+            self._runners = Runners(backend, self.model, _weakly(self.example_at), self.cache_dir, device, dynamic)
             self._fill_needed = self._needs_fill()
             self.artifacts = self._runners.artifacts  # by batch size: each compiled file, built here or loaded
             self._sample = take_sample(self._example, 0) if batch_size_of(self._example) is not None else None
@@ -619,3 +619,18 @@ def no_sizes_reason(inv: Invariance, max_batch_size: int, device: str) -> str:
             )
         return f"the model's forward raised at every batch size tried: {first}"
     return f"no batch size up to {max_batch_size} is invariant here (measured: {inv.measured}); pass invariant=False"
+
+
+def _weakly(method: Any) -> Any:
+    """``method`` of an object, called without holding the object: a Predictor's runners must not
+    keep it alive (a cycle left an unreachable Predictor holding the model in eval, grad off,
+    until a garbage collection)."""
+    ref = weakref.WeakMethod(method)
+
+    def call(*args: Any) -> Any:
+        bound = ref()
+        if bound is None:
+            raise RuntimeError("the Predictor was closed")
+        return bound(*args)
+
+    return call
