@@ -271,3 +271,28 @@ def test_a_saved_report_with_a_field_of_another_type_is_one_line(tmp_path):
         run_cli("report", str(saved), "--html", str(tmp_path / "r.html")), "is not a complete samebits check report"
     )
     assert not (tmp_path / "r.html").exists()
+
+
+def test_serve_on_a_port_in_use_is_one_line_before_any_calibration(tmp_path):
+    """It calibrated first, then printed the right line and ~40 lines of asyncio traceback."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run_cli("serve", "demo:mlp", "--port", str(port), timeout=60)
+    one_error(result, f"cannot serve on 127.0.0.1:{port} (--port): Address already in use")
+    assert "calibrating" not in result.stderr
+
+
+def test_predict_on_files_of_one_unbatched_sample_says_what_dim_0_is(tmp_path):
+    """Files of one image [3, 64, 64] are read as 3 samples of [64, 64]: the message says so, and
+    what one sample's file looks like (it said only 'expected 3 channels')."""
+    model = tmp_path / "conv.py"
+    model.write_text(
+        "import torch\ndef make():\n    return torch.nn.Conv2d(3, 8, 3).eval(), torch.randn(2, 3, 64, 64)\n"
+    )
+    np.save(tmp_path / "img.npy", np.zeros((3, 64, 64), dtype=np.float32))
+    result = run_cli("predict", f"{model}:make", str(tmp_path / "img.npy"), "-o", str(tmp_path / "out"))
+    one_error(result, "dim 0 of each input is the batch, so one sample here is [64, 64]")

@@ -72,7 +72,7 @@ def training_mode(e: Evidence) -> list[Cause]:
             "training-mode",
             ", ".join(fixed),
             f"the model is in training mode: {_names(training)}",
-            f"with model.eval() the {', '.join(fixed)} axis{'es are' if len(fixed) > 1 else ' is'} identical",
+            f"with model.eval() the {', '.join(fixed)} {'axes are' if len(fixed) > 1 else 'axis is'} identical",
             fix_of("training-mode"),
             verified=True,
         )

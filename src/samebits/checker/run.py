@@ -147,7 +147,7 @@ def check(
             from samebits.runtime.as_model import parse_runtime, runtime_model
 
             parse_runtime(opts.runtime)
-            say(f"building the {opts.runtime} runtime")
+            say(f"building the {opts.runtime} runtime: measuring which batch sizes keep a row's bits (calibration)")
             with isolate_rng(opts.device):
                 model = runtime_model(
                     model,

@@ -136,6 +136,8 @@ def serve_command(
     from samebits.measure.prepare import check_device
 
     check_device(device)  # before anything is loaded or calibrated
+    for flag, wanted in (("--port", port), ("--grpc-port", grpc_port)):
+        _free_or_refused(host, wanted, flag)
     if isolate:
         if input_file or input_shape or dtype or int_range:
             raise UserError(
@@ -176,6 +178,29 @@ def serve_command(
         typer.echo("samebits: a forward was still running past --forward-timeout-s; exiting without it", err=True)
         sys.stderr.flush()
         os._exit(0)
+
+
+def _free_or_refused(host: str, port: int | None, flag: str) -> None:
+    """One line, before a model is loaded or calibrated, where ``port`` cannot be bound on
+    ``host`` (in use, or not this machine's address): the server would bind it only after the
+    calibration, and then fail with asyncio's tracebacks."""
+    import socket
+
+    if not port:
+        return  # 0 or None: any free port, or none asked for
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise UserError(f"cannot serve on {host}:{port}: {exc.strerror or exc}") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds it
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            raise UserError(
+                f"cannot serve on {host}:{port} ({flag}): {exc.strerror or exc}; choose another port"
+            ) from None
 
 
 def register(app: typer.Typer) -> None:

@@ -299,12 +299,20 @@ def _make_writable(out: Path) -> None:
 def _check_forward(model: Any, example: ModelInputs) -> None:
     """The model runs on the data's first samples (else the Predictor's calibration would fail
     with a less direct message)."""
+    from samebits.measure.batching import take_rows
     from samebits.measure.guard import ForwardError, check_forward
 
     try:
         check_forward(model, example)
+        check_forward(model, take_rows(example, 0, 1))  # one sample, as batches of one will run
     except ForwardError as exc:
-        raise UserError(f"{exc} on the first samples of the inputs (are they the inputs this model takes?)") from None
+        shapes = [list(t.shape[1:]) for t in example.leaves().values() if getattr(t, "ndim", 0)]
+        sample = ", ".join(map(str, shapes)) or "?"
+        raise UserError(
+            f"{exc} on the first samples of the inputs (are they the inputs this model takes? dim 0 of each "
+            f"input is the batch, so one sample here is {sample}: a file of one sample keeps a leading 1, "
+            "e.g. [1, 3, 64, 64] for one 3x64x64 image)"
+        ) from None
 
 
 def predict(
