@@ -91,8 +91,9 @@ def test_the_machine_axis_finds_other_bits_on_other_cpus_and_none_under_the_leve
     if reached_here("MKL"):  # Intel: every simulated CPU counts
         assert axis["verdict"] == "identical" and axis["agreed"] == axis["runs"] >= 2
         assert axis["details"]["portable"] == "x86-64-v3"
-    else:  # the model's GEMMs (MKL) cannot be simulated here: never "identical" for them
-        assert axis["verdict"] == "skipped" and "could not simulate an x86-64-v3 CPU under x86-64-v3" in axis["reason"]
+    else:  # the model's GEMMs (MKL) cannot be simulated here, or this CPU is the level's own baseline
+        assert axis["verdict"] == "skipped", axis
+        assert any(why in axis["reason"] for why in ("could not simulate an x86-64-v3 CPU", "no x86-64 baseline below"))
 
 
 @needs_avx2
@@ -152,8 +153,8 @@ def test_a_golden_recorded_under_the_level_verifies_exactly_on_another_cpu(tmp_p
     travelled = verify(pinned)  # verify takes the golden's level by default
     assert "recorded under portable level x86-64-v3" in travelled["stderr"]
     assert (travelled["policy"], travelled["verdict"]) == ("exact", "identical")
-    neutral = {c["field"]: c for c in travelled["fingerprint_changes"]}
-    assert {"cpu.isa", "cpu.model"} <= set(neutral) and not any(c["affects_bits"] for c in neutral.values())
+    neutral = {c["field"]: c for c in travelled["fingerprint_changes"]}  # cpu.isa too, where this CPU's has more
+    assert "cpu.model" in neutral and not any(c["affects_bits"] for c in neutral.values())
     assert "neutralised: both run portable level x86-64-v3" in neutral["cpu.model"]["note"]
 
     unpinned = verify(plain)  # without the level: another CPU's kernels, compared with tolerances
@@ -288,6 +289,7 @@ def test_the_simulated_machines_are_the_baselines_this_cpu_can_run():
     assert v3["MKL_ENABLE_INSTRUCTIONS"] == "AVX2" and "MKL_CBWR" not in {k for k, v in v3.items() if v}
     avx2 = {"sse4_2", "avx2", "fma"}  # such a CPU is an x86-64-v3 CPU: it is not simulated again
     assert [label for label, _ in machines(None, avx2)] == ["this CPU", "an x86-64-v2 CPU"]
+    assert [label for label, _ in machines("x86-64-v3", avx2)] == ["this CPU under x86-64-v3"]
     assert [label for label, _ in machines(None, {"sse4_2"})] == ["this CPU"]
     under = machines("x86-64-v3", avx512)  # only the CPUs that can run it, each running it
     assert [label for label, _ in under] == ["this CPU under x86-64-v3", "an x86-64-v3 CPU under x86-64-v3"]
@@ -345,7 +347,8 @@ def test_the_machine_axis_skips_a_runtime_whose_kernels_it_cannot_cap():
         assert not jobs and skipped is not None and skipped.verdict == "skipped"
         assert "pick their instruction sets themselves" in skipped.reason
     if {"avx2", "fma"} <= FLAGS:
-        assert machine_jobs("x86-64-v3", "predictor:auto")[1] is None  # under a level auto leaves onnxruntime out
+        skipped = machine_jobs("x86-64-v3", "predictor:auto")[1]  # under a level auto leaves onnxruntime out
+        assert skipped is None or "pick their instruction sets" not in skipped.reason
         assert len(machine_jobs(None, "predictor:eager")[0]) >= 2
 
 

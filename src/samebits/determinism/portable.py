@@ -166,7 +166,7 @@ def machines(under: str | None, flags: set[str]) -> list[tuple[str, dict[str, st
     floor = [lv.name for lv in ranked].index(under) if under else len(ranked) - 1
     for i, lv in enumerate(ranked[: floor + 1]):
         above = ("avx512f",) if i == 0 else ranked[i - 1].requires  # what this CPU has beyond lv
-        if under is None and not all(f in flags for f in above):
+        if not all(f in flags for f in above):
             continue  # this CPU is such a CPU: simulating it runs this CPU again
         if all(f in flags for f in lv.requires):
             label = f"an {lv.name} CPU" + (f" under {under}" if under else "")

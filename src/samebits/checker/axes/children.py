@@ -229,14 +229,15 @@ class ChildAxes:
                 if isinstance(details, ChildrenDetails):
                     details.portable = active_level()
                     pinned_jobs, cannot = machine_jobs(DEFAULT_LEVEL, ctx.options.runtime) if pair else ([], None)
-                    if pair is not None and details.portable is None and cannot is None:
+                    if pair is not None and details.portable is None:
                         ctx.progress(f"machine: every CPU again under {DEFAULT_LEVEL}, and what it costs")
                         traces = [j for j in pinned_jobs if j.task != "probe"]  # the probes are the same
-                        simulated, _ = set_aside_unsimulated(runner.run(traces) + probes, used)
+                        simulated, _ = set_aside_unsimulated(runner.run(traces) + probes, used) if traces else ([], {})
                         if len(simulated) >= 2:  # else no CPU could be simulated under it: not verified
                             again, _ = _compare_children(ctx, name, simulated)
                             details.pinned = Rerun(again.verdict, again.agreed, again.runs)
-                        details.portable_cost = portable_cost(runner)
+                        if cannot is None or cannot.reason.startswith("no x86-64 baseline"):
+                            details.portable_cost = portable_cost(runner)  # what the level costs here, simulated or not
             if pair is not None:
                 ctx.progress(f"{name}: the two processes that differ, again with hooks")
                 _localize(ctx, runner, self.results[name], pair, jobs)
