@@ -24,6 +24,14 @@ def spec(name):
     return f"{MODELS}:{name}"
 
 
+def check_models():
+    """tests/check_models.py as a module (the factories' models, built here by hand)."""
+    loaded = importlib.util.spec_from_file_location("check_models_by_hand", MODELS)
+    module = importlib.util.module_from_spec(loaded)
+    loaded.loader.exec_module(module)
+    return module
+
+
 def causes(report):
     return {c.code: c for c in report.causes}
 
@@ -389,24 +397,20 @@ def test_neighbours_that_vary_every_per_row_input_find_a_packed_gru_and_the_pred
     """A packed GRU's rows depend on the other rows' lengths: neighbours drawn with the sample's own
     length never showed it ("batch identical 8/8" through the Predictor); drawn over the batch's
     range they do, the cause says so, and the Predictor runs one row per forward."""
-    import importlib.util
-
     import torch
 
     import samebits
 
-    loaded = importlib.util.spec_from_file_location("check_models_here", MODELS)
-    check_models = importlib.util.module_from_spec(loaded)
-    loaded.loader.exec_module(check_models)
+    models = check_models()
     report = check(spec("packed_gru"), axes=("batch",))
     assert report.axis("batch").details.neighbours_matter
     assert [c.code for c in report.causes] == ["neighbours-matter"]
     assert "other neighbours at the same position give the sample other bits" in report.causes[0].evidence
     assert "a fixed tile size does not help" in report.causes[0].fix
-    model, example = check_models.packed_gru()
+    model, example = models.packed_gru()
     with samebits.Predictor(model, example_inputs=example, cache_dir=tmp_path) as p:
         assert p.invariance.sizes == [1] and any("every row runs alone" in n for n in p.notes)
-        x = torch.randn(6, 12, check_models.WIDTH, generator=torch.Generator().manual_seed(5))
+        x = torch.randn(6, 12, models.WIDTH, generator=torch.Generator().manual_seed(5))
         lengths = torch.tensor([12, 3, 7, 12, 1, 9])
         out = p.predict({"x": x, "lengths": lengths})
         assert all(torch.equal(out[i], p.predict_one({"x": x[i], "lengths": lengths[i]})) for i in range(6))
@@ -446,8 +450,6 @@ def test_the_batch_cause_names_the_mechanism_it_measured(model, code, evidence):
 def test_a_top_one_router_over_experts_is_run_row_by_row_by_the_predictor(tmp_path):
     """Which neighbours share a row's expert changes that expert's GEMM (Qwen2-MoE: sizes verified,
     yet a row in a batch of 3 differed from it alone): measured as neighbours-matter, run alone."""
-    import importlib.util
-
     import torch
 
     import samebits
@@ -456,9 +458,7 @@ def test_a_top_one_router_over_experts_is_run_row_by_row_by_the_predictor(tmp_pa
     if report.axis("batch").verdict == "identical":
         pytest.skip("this CPU's GEMMs give a row the same bits at every row count here: nothing couples the rows")
     assert [c.code for c in report.causes] == ["neighbours-matter"]
-    loaded = importlib.util.spec_from_file_location("check_models_router", MODELS)
-    models = importlib.util.module_from_spec(loaded)
-    loaded.loader.exec_module(models)
+    models = check_models()
     model, example = models.top_one_router()
     x = torch.randn(9, models.WIDTH, generator=torch.Generator().manual_seed(9))
     with samebits.Predictor(model, example_inputs=example, cache_dir=tmp_path) as p:
