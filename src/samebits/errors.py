@@ -197,7 +197,5 @@ class user_code:  # noqa: N801 - used as a function: ``with user_code("the model
                 UserCodeChanged,
                 stacklevel=3,
             )
-        if sys.stdout is not self.streams[0] or getattr(sys.stdout, "closed", False):
-            _reopened("stdout", self.streams[0], self.what)
-        if sys.stderr is not self.streams[1] or getattr(sys.stderr, "closed", False):
-            _reopened("stderr", self.streams[1], self.what)
+        _reopened("stdout", self.streams[0], self.what)
+        _reopened("stderr", self.streams[1], self.what)

@@ -41,8 +41,11 @@ class SummaryCache:
         self.disk: dict[str, Summary | None] = {}
         self.used: dict[str, Summary | None] = {}
         self.changed = False
+        self.checks: dict[str, str] = {}  # of the entries read from the file: written again as read
         if path is not None:
-            self.disk = _read(path)
+            read = _read(path)
+            self.disk = {d: summary for d, (summary, _) in read.items()}
+            self.checks = {d: check for d, (_, check) in read.items()}
 
     def get(self, digest: str, compute: Callable[[], Summary | None]) -> Summary | None:
         """The summary of the file whose content has ``digest``: from this process, the cache
@@ -63,7 +66,7 @@ class SummaryCache:
         cannot be written is skipped silently."""
         if self.path is None or not (self.changed or set(self.disk) != set(self.used)):
             return
-        files = {d: {"summary": v, "check": _check(v)} for d, v in self.used.items()}
+        files = {d: {"summary": v, "check": self.checks.get(d) or _check(v)} for d, v in self.used.items()}
         body = json.dumps({"schema": SCHEMA, "files": files}, separators=(",", ":"))
         with contextlib.suppress(OSError, UserError):
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -79,10 +82,10 @@ def _check(summary: Summary | None) -> str:
     return hashlib.sha256((SCHEMA + json.dumps(summary, sort_keys=True)).encode()).hexdigest()[:32]
 
 
-def _read(path: Path) -> dict[str, Summary | None]:
-    """The entries of the cache file at ``path`` that read back as written; none where the file is
-    missing, not a regular file, too large, not JSON samebits reads or of another schema. It is a
-    cache: what cannot be read is summarised again and written anew."""
+def _read(path: Path) -> dict[str, tuple[Summary | None, str]]:
+    """The entries of the cache file at ``path`` that read back as written (each with its check);
+    none where the file is missing, not a regular file, too large, not JSON samebits reads or of
+    another schema. It is a cache: what cannot be read is summarised again and written anew."""
     try:
         data = parse_json(read_regular(path, MAX_CACHE_BYTES))
     except (OSError, BadJson):
@@ -90,7 +93,7 @@ def _read(path: Path) -> dict[str, Summary | None]:
     if not isinstance(data, dict) or data.get("schema") != SCHEMA or not isinstance(data.get("files"), dict):
         return {}
     return {
-        digest: entry["summary"]
+        digest: (entry["summary"], entry["check"])
         for digest, entry in data["files"].items()
         if isinstance(entry, dict)
         and isinstance(entry.get("summary"), (dict, type(None)))

@@ -245,6 +245,15 @@ class Batcher:
             self.restarting, self.restart_reason = True, "after it died"  # at once: no second restart
             self._watch = asyncio.get_running_loop().create_task(self._restart("after it died"))
 
+    def _unavailable(self) -> str | None:
+        """Why no forward can run now: the worker could not be restarted, or the one worker thread
+        is busy with a forward that hangs; ``None`` where one can."""
+        if self.broken is not None:
+            return self.broken
+        if self.stuck_since is not None and self.worker is None:
+            return "a forward is still running past --forward-timeout-s"
+        return None
+
     @staticmethod
     def _fail(batch: list[_Item], error: BaseException) -> None:
         for item in batch:
@@ -282,8 +291,9 @@ class Batcher:
         for i, item in enumerate(batch):
             if item.future.done():
                 continue
-            if self.stuck_since is not None or self.broken is not None:  # the worker hangs or is gone
-                self._fail(batch[i:], Stuck(self.broken or "a forward is still running past --forward-timeout-s"))
+            unavailable = self._unavailable()
+            if unavailable is not None:
+                self._fail(batch[i:], Stuck(unavailable))
                 return
             try:
                 ok, output = await self._timed([item], item.inputs)
@@ -307,15 +317,9 @@ class Batcher:
             batch = self._take()
             if not batch:
                 continue
-            if self.broken is not None:
-                for item in batch:
-                    if not item.future.done():
-                        item.future.set_exception(Stuck(self.broken))
-                continue
-            if self.stuck_since is not None and self.worker is None:
-                for item in batch:  # the one worker thread is busy with a forward that hangs
-                    if not item.future.done():
-                        item.future.set_exception(Stuck("a forward is still running past --forward-timeout-s"))
+            unavailable = self._unavailable()
+            if unavailable is not None:
+                self._fail(batch, Stuck(unavailable))
                 continue
             started = time.monotonic()
             try:
