@@ -83,6 +83,8 @@ def test_a_signal_to_samebits_alone_ends_its_children_and_temp_folder(tmp_path, 
     assert not set(children) & set(_children_of(None)), "children outlived samebits"
     assert not list(tmp_path.glob("samebits-*")), "the temp folder was left behind"
     assert "Traceback" not in err
+    said = {signal.SIGINT: "interrupted", signal.SIGTERM: "stopped by SIGTERM", signal.SIGHUP: "stopped by SIGHUP"}
+    assert err.rstrip().splitlines()[-1] == f"samebits: {said[sig]}", "the last line must say why the work stopped"
 
 
 def test_a_signal_that_lands_in_a_finaliser_still_stops_the_command(tmp_path):

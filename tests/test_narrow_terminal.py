@@ -66,3 +66,47 @@ def test_verify_of_a_changed_model_keeps_every_name_at_80_columns(tmp_path):
     shown = set(result.stdout.split())
     assert all((item["path"] or "<output>") in shown for item in data["items"])
     assert "…" not in result.stdout and "the weights changed since recording" in " ".join(result.stdout.split())
+
+
+DEEP = """
+import torch
+from torch import nn
+
+class SizeShift(nn.Module):
+    def forward(self, x):
+        return x + x.shape[0] * 1e-3  # other bits at every batch size, on any CPU
+
+def nest(names):
+    inner = SizeShift()
+    for name in reversed(names):
+        outer = nn.Module()
+        outer.add_module(name, inner)
+        outer.forward = lambda x, m=inner: m(x)
+        inner = outer
+    return inner
+
+class Deep(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.encoder_stack_of_layers = nest(["transformer_block_zero", "self_attention_projection"])
+
+    def forward(self, x):
+        return self.encoder_stack_of_layers(x)
+
+def build():
+    return Deep(), torch.randn(4, 8)
+"""
+
+
+def test_a_deep_module_name_breaks_after_a_dot_at_80_columns(tmp_path):
+    (tmp_path / "deep.py").write_text(DEEP)
+    report = tmp_path / "r.json"
+    result = run_cli("check", f"{tmp_path / 'deep.py'}:build", "--axes", "batch", "--json", str(report), env=NARROW)
+    assert result.returncode == 1, result.stderr
+    assert max(len(line) for line in result.stdout.splitlines()) <= 80
+    (batch,) = [a for a in json.loads(report.read_text())["axes"] if a["axis"] == "batch"]
+    growth = [g["module"] for g in batch["origin"]["growth"]]
+    deepest = max(growth, key=len)
+    assert len(deepest) > 40, growth  # too long for the module column at 80 columns
+    for part in deepest.split("."):  # folded mid-word, a part would be cut across two lines
+        assert part in result.stdout, (part, result.stdout)

@@ -144,6 +144,8 @@ def main(argv: list[str] | None = None) -> None:
                 # is what holds, here and in the children samebits starts
                 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
         code = _signal_code(_run(args, debug))
+    if _signals:  # typer turns Ctrl-C into a silent exit 130: the last line says why the work stopped
+        typer.echo(f"samebits: {_stopped_by(_signals[0])}", err=True)
     caught = caught or []  # None under --verbose: warnings were shown as they came
     own_notes = [w for w in caught if issubclass(w.category, errors.UserCodeChanged)]
     for message in dict.fromkeys(str(w.message) for w in own_notes):  # once each: a forward repeats them
@@ -157,6 +159,16 @@ def main(argv: list[str] | None = None) -> None:
         )
     exit_past_user_threads(code)
     sys.exit(code)
+
+
+def _stopped_by(signum: int) -> str:
+    """``interrupted`` for Ctrl-C; ``stopped by SIGTERM`` for another signal."""
+    if signum == signal.SIGINT:
+        return "interrupted"
+    try:
+        return f"stopped by {signal.Signals(signum).name}"
+    except ValueError:
+        return f"stopped by signal {signum}"
 
 
 def _no_progress_bars() -> None:
@@ -183,7 +195,8 @@ def _run(args: list[str], debug: bool) -> int:
         typer.echo(f"samebits: error: {exc}", err=True)
         return 2
     except KeyboardInterrupt:
-        typer.echo("samebits: interrupted", err=True)
+        if not _signals:  # a signal's line is main's
+            typer.echo("samebits: interrupted", err=True)
         return 130
     except BaseException as exc:  # an Exception, or a GeneratorExit no user code raised: a bug
         if debug:

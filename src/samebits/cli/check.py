@@ -287,7 +287,7 @@ def render(console: Console, report) -> None:  # report: CheckReport
                     for g in o.growth[:GROWTH_SHOWN]
                 ]
                 head = ["module", "type", "max abs diff", "elements differing"]
-                console.print(fitted_table(head, shown, {2, 3}, console.width, padding=(0, 2)))
+                console.print(fitted_table(head, shown, {2, 3}, console.width, names=frozenset({0}), padding=(0, 2)))
                 if len(o.growth) > GROWTH_SHOWN:
                     console.print(f"  ... {len(o.growth) - GROWTH_SHOWN} more modules differ (all in --json)")
     print_causes(console, report.causes)

@@ -73,10 +73,18 @@ def write_html(data: dict[str, Any], html_path: str | None) -> None:
 SHORT_TEXT = 12  # a text column no wider than this is kept whole (axis names, verdicts)
 
 
-def fitted_table(headers: list[str], rows: list[list[str]], numeric: set[int], width: int, **options: Any) -> Table:
+def fitted_table(
+    headers: list[str],
+    rows: list[list[str]],
+    numeric: set[int],
+    width: int,
+    names: frozenset[int] = frozenset(),
+    **options: Any,
+) -> Table:
     """A table that fits ``width`` columns by wrapping its text columns, never by cutting a
     number: each column in ``numeric`` is as wide as its widest cell (its header wraps between
-    words), and the text columns share what is left (cells may hold rich markup)."""
+    words), and the text columns share what is left (cells may hold rich markup). A column in
+    ``names`` holds dotted names (``encoder.layer.0.attention``), broken after a dot, not mid-word."""
     options = {"box": None, **options}
     pad = options.get("padding", (0, 1))
     gap = 2 * (pad[1] if isinstance(pad, tuple) and len(pad) > 1 else 1)
@@ -87,6 +95,9 @@ def fitted_table(headers: list[str], rows: list[list[str]], numeric: set[int], w
     text = [i for i in range(len(headers)) if i not in numeric and i not in short]
     left = width - sum(widths.values()) - sum(longest[i] for i in short) - gap * len(headers)
     share = max(8, left // max(1, len(text)))
+    for i in names & set(text):
+        if longest[i] > share:
+            rows = [[*r[:i], break_after_dots(r[i], share), *r[i + 1 :]] for r in rows]
     columns = []
     for i, header in enumerate(headers):
         if i in numeric:
@@ -99,3 +110,15 @@ def fitted_table(headers: list[str], rows: list[list[str]], numeric: set[int], w
     for row in rows:
         table.add_row(*row)
     return table
+
+
+def break_after_dots(name: str, width: int) -> str:
+    """``name`` in lines of at most ``width`` characters, each ending after a dot (a part longer
+    than ``width`` is left for the table to fold)."""
+    lines, line = [], ""
+    for part in name.replace(".", ".\0").split("\0"):
+        if line and len(line) + len(part) > width:
+            lines.append(line)
+            line = ""
+        line += part
+    return "\n".join([*lines, line])
