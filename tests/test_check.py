@@ -384,13 +384,102 @@ def test_cli_max_batch_size_caps_the_runtime_calibration_of_check_and_bench(tmp_
 def test_the_first_op_named_is_one_with_arithmetic():
     """A module that flattens [B, T] into rows: the view's rows are cut as a batch's and differ,
     but no view computes anything; the first op named is the matmul after it."""
-    from samebits.measure.ops import first_op_difference
+    from samebits.measure.ops import OpCall, first_op_difference
 
-    a = [("view", "v1"), ("t", "w"), ("addmm", "m1"), ("gelu", "g1")]
-    b = [("view", "v2"), ("t", "w"), ("addmm", "m2"), ("gelu", "g2")]
+    def ops(*calls):
+        return [OpCall(name, "in", out) for name, out in calls]
+
+    a = ops(("view", "v1"), ("t", "w"), ("addmm", "m1"), ("gelu", "g1"))
+    b = ops(("view", "v2"), ("t", "w"), ("addmm", "m2"), ("gelu", "g2"))
     assert first_op_difference(a, b) == "aten.addmm (op 3 of 4 in the module)"
     assert first_op_difference(a[:2], b[:2]) is None  # only views differ: no op to name
-    assert first_op_difference(a, [("view", "v1"), ("mm", "x")]) == "the ops differ from op 2 on (t vs mm)"
+    assert first_op_difference(a, ops(("view", "v1"), ("mm", "x"))) == "the ops differ from op 2 on (t vs mm)"
+
+
+def test_the_first_op_named_computes_other_bits_from_the_same_inputs():
+    """Tokens sorted by expert differ with the neighbours (their inputs were the row's own), then
+    every op after takes differing inputs: the kernel's op is the first floating-point op with
+    arithmetic, never the sort or an index computation; the coupling op is the sort."""
+    from samebits.measure.ops import OpCall, first_op_difference
+
+    a = [OpCall("sort", "i", "s1", floating=False), OpCall("floor_divide", "s1", "f1", floating=False)]
+    b = [OpCall("sort", "i", "s2", floating=False), OpCall("floor_divide", "s2", "f2", floating=False)]
+    a += [OpCall("index", "s1", "x1"), OpCall("mm", "x1", "y1"), OpCall("add", "n", "z1")]
+    b += [OpCall("index", "s2", "x2"), OpCall("mm", "x2", "y2"), OpCall("add", "n", "z2")]
+    assert first_op_difference(a, b) == "aten.add (op 5 of 5 in the module)"  # the same inputs, other bits
+    assert first_op_difference(a[:4], b[:4]) == "aten.mm (op 4 of 4 in the module)"  # else the first with arithmetic
+    assert first_op_difference(a, b, coupling=True) == "aten.sort (op 1 of 5 in the module)"
+
+
+def test_ops_before_the_runs_part_are_named_before_the_parting():
+    from samebits.measure.ops import OpCall, first_op_difference
+
+    a = [OpCall("eq", "x", "m"), OpCall("nonzero", "m", "r1", floating=False), OpCall("addmm", "r1", "y")]
+    b = [OpCall("eq", "x", "m"), OpCall("nonzero", "m", "r2", floating=False), OpCall("mul", "r2", "y")]
+    assert first_op_difference(a, b, coupling=True) == "aten.nonzero (op 2 of 3 in the module)"
+    assert first_op_difference(a, b) == "the ops differ from op 3 on (addmm vs mul)"
+
+
+TOKENS = """
+import torch
+from torch import nn
+
+class SizeAware(nn.Module):
+    \"\"\"Experts over a batch's tokens: their bits follow the token count, as a GEMM's may.\"\"\"
+    def forward(self, tokens, weights):
+        return tokens * weights + tokens.shape[0] * 1e-3
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.route = nn.Linear(8, 1)
+        self.experts = SizeAware()
+
+    def forward(self, x):
+        flat = x.reshape(-1, x.shape[-1])  # [B, T, H] -> [B*T, H], as a mixture of experts does
+        return self.experts(flat, torch.sigmoid(self.route(flat))).view_as(x)
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Linear(8, 8)
+        self.block = Block()
+
+    def forward(self, x):
+        return self.block(self.embed(x))
+
+def build():
+    torch.manual_seed(0)
+    return Model().eval(), torch.randn(4, 5, 8)
+"""
+
+
+def test_a_module_fed_the_batch_flattened_to_tokens_is_named_in_place_of_its_parent(tmp_path):
+    """Qwen2-MoE's experts take the batch as [B*T, H]: the whole tensor differs from the sample's
+    alone, so the parent was named; compared by each row's block of tokens, the experts are."""
+    (tmp_path / "tokens.py").write_text(TOKENS)
+    report = check(f"{tmp_path / 'tokens.py'}:build", axes=("batch",))
+    origin = report.axis("batch").origin
+    assert origin is not None and (origin.module, origin.type) == ("block.experts", "SizeAware")
+    assert origin.inputs_identical and origin.op == "aten.add (op 2 of 2 in the module)"
+
+
+@pytest.mark.parametrize(
+    ("model", "coupling"),
+    [
+        ("packed_gru", "aten._pack_padded_sequence in <model> (PackedGRU)"),
+        ("quantized_lstm", "aten.quantized_lstm in inner.0 (LSTM)"),
+        ("top_one_router", "aten.nonzero in <model> (TopOneRouter)"),
+    ],
+)
+def test_neighbours_matter_names_the_op_where_a_row_first_follows_them(model, coupling):
+    """Where other neighbours change a row at one size, the cause names the op that couples the
+    rows: the packing by every row's length, the per-batch quantization, the routing."""
+    report = check(spec(model), axes=("batch",))
+    if model == "top_one_router" and report.axis("batch").verdict == "identical":
+        pytest.skip("this CPU's GEMMs give a row the same bits at every row count here: nothing couples the rows")
+    assert report.axis("batch").details.coupling_op == coupling
+    assert f"a row first follows its neighbours at {coupling}" in report.causes[0].evidence
 
 
 def test_neighbours_that_vary_every_per_row_input_find_a_packed_gru_and_the_predictor_runs_it_row_by_row(tmp_path):

@@ -233,3 +233,37 @@ def test_demo_names_in_cli_help_match_the_registry():
     from samebits.cli.demo import DEMO_NAMES
 
     assert DEMO_NAMES == tuple(DEMOS)
+
+
+def test_a_pt2_whose_outputs_need_their_class_code_gets_the_advice_that_works(tmp_path):
+    """A program returning a registered dataclass (a transformers ModelOutput) loads only where
+    that class's code is imported: it is a program, the message names the class and says what
+    to export instead ("not a torch.export program ... save one with torch.export.save" was wrong)."""
+    from conftest import run_cli, run_python
+
+    path = tmp_path / "out.pt2"
+    made = run_python(
+        textwrap.dedent(f"""
+        import dataclasses, torch
+        import torch.utils._pytree as pytree
+
+        @dataclasses.dataclass
+        class Out:
+            a: torch.Tensor
+            b: torch.Tensor
+
+        pytree.register_dataclass(Out, serialized_type_name="mypkg.Out")
+
+        class M(torch.nn.Module):
+            def forward(self, x):
+                return Out(x + 1, x * 2)
+
+        torch.export.save(torch.export.export(M(), (torch.randn(2, 3),)), {str(path)!r})
+        """)
+    )
+    assert made.returncode == 0, made.stderr
+    result = run_cli("check", str(path), "--axes", "repeat")
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert "is a torch.export program whose inputs or outputs hold a mypkg.Out" in line
+    assert "export a wrapper whose forward takes and returns tensors" in line

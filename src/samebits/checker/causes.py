@@ -290,7 +290,9 @@ def batch_size(e: Evidence) -> list[Cause]:
                 "neighbours-matter",
                 "batch",
                 f"a sample's output depends on the other rows of its batch{where}",
-                f"at size {sizes}, other neighbours at the same position give the sample other bits; {groups}",
+                f"at size {sizes}, other neighbours at the same position give the sample other bits"
+                + (f" (a row first follows its neighbours at {details.coupling_op})" if details.coupling_op else "")
+                + f"; {groups}",
                 fix_of("neighbours-matter"),
             )
         ]

@@ -190,6 +190,8 @@ class BatchDetails:
     example_batch: int
     localized_at_size: int | None = None
     coupled: str | None = None  # why the rows are coupled by design (an output [B, B]), where they are
+    # where neighbours matter: the first op whose row follows the other rows, and the module it runs in
+    coupling_op: str | None = None
 
 
 @dataclasses.dataclass

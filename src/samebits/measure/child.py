@@ -4,6 +4,7 @@ fresh interpreter, its result written back as a file. Started by :mod:`samebits.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import traceback
@@ -58,7 +59,8 @@ def trace_task(model: Any, inputs: Any, job: dict) -> dict:
         from samebits.measure.ops import op_digests
 
         seed_rngs(int(job.get("seed", 0)))
-        result["ops"] = op_digests(model, inputs, job["ops"][0], int(job["ops"][1]))
+        ops = op_digests(model, inputs, job["ops"][0], int(job["ops"][1]))
+        result["ops"] = [dataclasses.asdict(o) for o in ops] if ops is not None else None
     return result
 
 

@@ -4,14 +4,15 @@ the module found first gives other bits."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import dataclasses
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 from torch import nn
 
 from samebits.models.inputs import ModelInputs
-from samebits.measure.trace import DigestCache
+from samebits.measure.trace import DigestCache, same
 
 
 # Ops whose output is uninitialised memory: its bytes are noise, never a difference. An op that
@@ -31,6 +32,39 @@ NO_ARITHMETIC = frozenset(
 )
 
 
+# Ops that sort, select or count rows without rounding a value: where a batch's rows are routed
+# (a mixture's tokens sorted by expert), their outputs differ with the neighbours, but the bits
+# that change are computed later. Never named first for a kernel's difference; they are where
+# a row first takes other rows' values (``coupling``).
+ROUTING = frozenset(
+    {
+        *("sort", "argsort", "topk", "kthvalue", "nonzero", "where", "index", "masked_select", "take"),
+        *("one_hot", "histc", "bincount", "unique", "_unique2", "searchsorted", "scatter", "index_put", "index_put_"),
+        *("_pack_padded_sequence", "_pad_packed_sequence", "max", "min", "argmax", "argmin"),
+    }
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class OpCall:
+    """One aten op run inside a module call: its name, digests of its tensor inputs and of its
+    output (and their blocks, ``measure.trace.blocks_of``, with rows), and whether the output is
+    floating point (integer and boolean outputs are indices and masks: nothing is rounded)."""
+
+    name: str
+    inputs: str
+    outputs: str
+    block_inputs: str = ""
+    block_outputs: str = ""
+    floating: bool = True
+
+    def same_outputs(self, other: OpCall) -> bool:
+        return same(self.outputs, other.outputs, self.block_outputs, other.block_outputs)
+
+    def same_inputs(self, other: OpCall) -> bool:
+        return same(self.inputs, other.inputs, self.block_inputs, other.block_inputs)
+
+
 def _dispatch_mode_class() -> Any:
     try:
         from torch.utils._python_dispatch import TorchDispatchMode
@@ -39,12 +73,14 @@ def _dispatch_mode_class() -> Any:
     return TorchDispatchMode
 
 
-def _recorder(record: Any) -> Any:
-    """A dispatch mode class that calls ``record(name, output)`` after every aten op; ``None``
-    where torch has no dispatch modes."""
+def _recorder(record: Callable[[str, Any, Any], None], before: Callable[[Any], Any] = lambda args: None) -> Any:
+    """A dispatch mode class that calls ``record(name, before(inputs), output)`` after every aten
+    op (``before`` sees its tensor inputs before the op runs: an in-place op changes them);
+    ``None`` where torch has no dispatch modes."""
     base = _dispatch_mode_class()
     if base is None:
         return None
+    from torch.utils._pytree import tree_leaves
 
     class Recorder(base):  # type: ignore[misc, valid-type]
         @classmethod
@@ -54,8 +90,9 @@ def _recorder(record: Any) -> Any:
             return False
 
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            seen = before([a for a in tree_leaves((args, kwargs or {})) if isinstance(a, torch.Tensor)])
             out = func(*args, **(kwargs or {}))
-            record(str(func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else func), out)
+            record(str(func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else func), seen, out)
             return out
 
     return Recorder
@@ -64,7 +101,7 @@ def _recorder(record: Any) -> Any:
 def op_names(model: Any, inputs: ModelInputs) -> list[str] | None:
     """The name of every aten op one forward runs, in order; ``None`` where ops cannot be seen."""
     names: list[str] = []
-    recorder = _recorder(lambda name, out: names.append(name))
+    recorder = _recorder(lambda name, seen, out: names.append(name))
     if recorder is None:
         return None
     with recorder(), torch.no_grad():
@@ -74,18 +111,25 @@ def op_names(model: Any, inputs: ModelInputs) -> list[str] | None:
 
 def op_digests(
     model: Any, inputs: ModelInputs, module: str, call: int = 0, rows: tuple[int, int] | None = None
-) -> list[tuple[str, str]] | None:
-    """``[(op name, output digest)]`` for every aten op run inside call ``call`` of ``module``
-    (``""`` is the model), or ``None`` where this cannot be seen (no dispatch modes, no module)."""
+) -> list[OpCall] | None:
+    """Every aten op run inside call ``call`` of ``module`` (``""`` is the model), or ``None``
+    where this cannot be seen (no dispatch modes, no module)."""
     modules = dict(model.named_modules()) if isinstance(model, nn.Module) else {}
     cache = DigestCache()
-    ops: list[tuple[str, str]] = []
+    ops: list[OpCall] = []
 
-    def record(name: str, out: Any) -> None:
+    def before(tensors: list[torch.Tensor]) -> tuple[str, str]:
+        return cache.tree(tensors, rows), cache.blocks(tensors, rows)
+
+    def record(name: str, seen: tuple[str, str], out: Any) -> None:
         if name not in UNINITIALISED:
-            ops.append((name, cache.tree(out, rows)))
+            leaves = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+            floating = any(t.is_floating_point() or t.is_complex() for t in leaves)
+            ops.append(OpCall(name, *seen[:1], cache.tree(out, rows), seen[1], cache.blocks(out, rows), floating))
 
-    Recorder = _recorder(record)
+    from torch.utils._pytree import tree_leaves
+
+    Recorder = _recorder(record, before)
     if Recorder is None or module not in modules:
         return None
 
@@ -117,13 +161,29 @@ def _hooks(module: nn.Module, pre: Any, post: Any) -> Iterator[None]:
             h.remove()
 
 
-def first_op_difference(a: list[tuple[str, str]] | None, b: list[tuple[str, str]] | None) -> str | None:
-    """``"aten.addmm (op 2 of 5)"`` for the first op whose output differs, or ``None``."""
+def first_op_difference(a: list[OpCall] | None, b: list[OpCall] | None, coupling: bool = False) -> str | None:
+    """``"aten.addmm (op 2 of 5 in the module)"``: the first op that computes other bits from
+    the same inputs (or, where every differing op had differing inputs, the first that differs),
+    passing over ops without arithmetic, routing ops and integer outputs; ``None`` where none
+    differs. With ``coupling``, the first op of any kind whose row differs from the same row of
+    inputs: where a row first takes its neighbours' values (two batches of one size, other
+    neighbours)."""
     if not a or not b:
         return None
-    for i, ((name_a, dig_a), (name_b, dig_b)) in enumerate(zip(a, b)):
-        if name_a != name_b:
-            return f"the ops differ from op {i + 1} on ({name_a} vs {name_b})"
-        if dig_a != dig_b and name_a not in NO_ARITHMETIC:
-            return f"aten.{name_a} (op {i + 1} of {len(a)} in the module)"
+    parted = next((i for i, (x, y) in enumerate(zip(a, b)) if x.name != y.name), None)
+    pairs = list(zip(a, b))[:parted]  # up to where the two runs' ops part
+    differing = [(i, x) for i, (x, y) in enumerate(pairs) if not x.same_outputs(y)]
+    if not coupling:
+        differing = [(i, x) for i, x in differing if x.floating and x.name not in NO_ARITHMETIC | ROUTING]
+    from_same = [(i, x) for i, x in differing if x.same_inputs(b[i])]
+    chosen = (from_same or ([] if coupling else differing))[:1]
+    if chosen:
+        return f"aten.{chosen[0][1].name} (op {chosen[0][0] + 1} of {len(a)} in the module)"
+    if parted is not None:
+        return f"the ops differ from op {parted + 1} on ({a[parted].name} vs {b[parted].name})"
     return None
+
+
+def op_calls(data: list[Any] | None) -> list[OpCall] | None:
+    """Op records as a child process's JSON holds them."""
+    return [OpCall(**o) for o in data] if data is not None else None

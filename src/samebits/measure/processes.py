@@ -17,6 +17,7 @@ from torch import nn
 from samebits import deadline
 from samebits.models.inputs import ModelInputs
 from samebits.measure.spawn import Child
+from samebits.measure.ops import OpCall, op_calls
 from samebits.measure.trace import Trace
 
 
@@ -47,7 +48,7 @@ class ChildResult:
     seconds: float
     kept: dict[str, dict[str, torch.Tensor]] = dataclasses.field(default_factory=dict)
     threads: int | None = None
-    ops: list[tuple[str, str]] | None = None
+    ops: list[OpCall] | None = None
     data: dict[str, Any] | None = None  # what a non-trace task returned
     weights: dict[str, str] | None = None  # digests of the weights the child's factory built (a spec)
 
@@ -230,6 +231,6 @@ class ChildRunner:
             for name, t in load_file(str(tensors_file)).items():
                 key, _, path = name.partition("|")
                 kept.setdefault(key, {})[path] = t
-        ops = [tuple(op) for op in data["ops"]] if data.get("ops") else None
+        ops = op_calls(data["ops"]) if data.get("ops") else None
         trace = Trace.from_dict(data["trace"])
         return ChildResult(job.label, trace, None, elapsed, kept, data.get("threads"), ops, weights=data.get("weights"))

@@ -27,6 +27,10 @@ class ModuleCall:
     call: int  # 0 for the first call of this module in the forward, 1 for the second, ...
     inputs: str  # one digest over all inputs
     outputs: str  # one digest over all outputs
+    # With rows (n, i): the same under the block rule (see ``blocks_of``), each as "shape|digest";
+    # "" where the forward ran without rows.
+    block_inputs: str = ""
+    block_outputs: str = ""
 
     @property
     def key(self) -> str:
@@ -73,6 +77,23 @@ def rows_of(obj: Any, rows: Rows) -> Any:
     return tree.take(obj, i, i + 1, n)
 
 
+def blocks_of(obj: Any, n: int, i: int) -> dict[str, tuple[str, Any]]:
+    """``{path: (block, leaf)}``: every tensor whose leading dim is a multiple ``k·n`` of ``n``
+    cut to its ``i``-th block of ``k`` rows (``block`` is ``k``), as a batch-first tensor
+    flattened to tokens (``[n·T, H]``, a mixture of experts' input) holds row ``i``'s tokens;
+    other leaves whole (``block`` ``*`` and their leading dim). Two runs' blocks compare only
+    where every block size agrees: the leaf then scales with the batch as rows do."""
+    out: dict[str, tuple[str, Any]] = {}
+    for path, leaf in flatten(obj).items():
+        d = leaf.shape[0] if isinstance(leaf, torch.Tensor) and leaf.dim() > 0 else None
+        if d and d % n == 0:
+            k = d // n
+            out[path] = (str(k), leaf.narrow(0, i * k, k) if n > 1 else leaf)
+        else:
+            out[path] = (f"*{d}", leaf)
+    return out
+
+
 def _is_one_tensor_call(obj: Any) -> bool:
     return (
         isinstance(obj, tuple)
@@ -117,6 +138,20 @@ class DigestCache:
             h.update(f"{path}={self.digest(leaf)};".encode())
         return h.hexdigest()
 
+    def blocks(self, obj: Any, rows: Rows) -> str:
+        """``"shape|digest"`` of ``obj`` under the block rule (``blocks_of``); ``""`` without
+        ``(n, i)`` rows or where the tree does not know ``obj``."""
+        if not isinstance(rows, tuple):
+            return ""
+        try:
+            parts = blocks_of(obj, *rows)
+        except tree.TreeError:
+            return ""
+        h = hasher(self.algorithm)
+        for path, (_, leaf) in parts.items():
+            h.update(f"{path}={self.digest(leaf) if rows[0] == 1 else leaf_digest(leaf, self.algorithm)};".encode())
+        return ",".join(block for block, _ in parts.values()) + "|" + h.hexdigest()
+
 
 KEEP_BUDGET_BYTES = 256 * 2**20
 
@@ -145,7 +180,8 @@ def module_hooks(
 
         def pre(name: str):
             def hook(module: nn.Module, args: Any, kwargs: Any) -> None:
-                pending.setdefault(id(module), []).append(cache.tree((args, kwargs), rows))
+                digests = (cache.tree((args, kwargs), rows), cache.blocks((args, kwargs), rows))
+                pending.setdefault(id(module), []).append(digests)
 
             return hook
 
@@ -153,11 +189,12 @@ def module_hooks(
             def hook(module: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
                 call = counts.get(name, 0)
                 counts[name] = call + 1
-                inputs = pending[id(module)].pop() if pending.get(id(module)) else ""
-                record = ModuleCall(name, type(module).__name__, call, inputs, cache.tree(output, rows))
+                inputs, block_inputs = pending[id(module)].pop() if pending.get(id(module)) else ("", "")
+                record = ModuleCall(name, type(module).__name__, call, inputs, cache.tree(output, rows), block_inputs)
+                record.block_outputs = cache.blocks(output, rows)
                 calls.append(record)
                 if keep is not None and record.key in keep and kept_bytes[0] < KEEP_BUDGET_BYTES:
-                    kept[record.key] = _detach(rows_of(output, rows))
+                    kept[record.key] = _kept(output, rows)
                     kept_bytes[0] += sum(
                         t.numel() * t.element_size() for t in kept[record.key].values() if isinstance(t, torch.Tensor)
                     )
@@ -176,6 +213,31 @@ def module_hooks(
 
 def _detach(obj: Any) -> Any:
     return flatten(tree.map_tensors(lambda t: t.detach().cpu().clone(), obj))
+
+
+def _kept(output: Any, rows: Rows) -> dict[str, Any]:
+    """A call's output as kept for comparison: its rows' blocks with ``(n, i)`` rows (a leaf that
+    is not a block stays whole), else as ``rows_of`` selects."""
+    if isinstance(rows, tuple):
+        try:
+            return {
+                p: leaf.detach().cpu().clone() if isinstance(leaf, torch.Tensor) else leaf
+                for p, (_, leaf) in blocks_of(output, *rows).items()
+            }
+        except tree.TreeError:
+            pass
+    return _detach(rows_of(output, rows))
+
+
+def same(a: str, b: str, block_a: str, block_b: str) -> bool:
+    """Whether two digests of one call agree: by their blocks where both runs' block sizes match
+    (the leaves scale with the batch as rows do), else by the rows digests."""
+    if block_a and block_b:
+        shape_a, _, digest_a = block_a.partition("|")
+        shape_b, _, digest_b = block_b.partition("|")
+        if shape_a == shape_b:
+            return digest_a == digest_b
+    return a == b
 
 
 def traced_forward(
@@ -218,17 +280,29 @@ def first_divergence(a: Trace, b: Trace) -> Divergence | None:
 
     When that call's inputs differed too, the difference began in code between modules (in the
     parent's own forward); the parent is then the first call with identical inputs that differs,
-    found further up. ``None`` when no module output differs (or there are no module calls).
+    found further up. Traces taken with rows compare a call by its blocks where they scale with
+    the batch (``blocks_of``): a module fed a batch flattened to tokens (the experts of a mixture)
+    is found in place of its parent. ``None`` when no module output differs (or there are no
+    module calls).
     """
     if a.algorithm != b.algorithm:
         raise ValueError(f"cannot compare a {a.algorithm} trace with a {b.algorithm} one")
     other = {m.key: m for m in b.modules}
-    differing = [(i, m) for i, m in enumerate(a.modules) if m.key in other and other[m.key].outputs != m.outputs]
+
+    def outputs_same(m: ModuleCall) -> bool:
+        o = other[m.key]
+        return same(m.outputs, o.outputs, m.block_outputs, o.block_outputs)
+
+    def inputs_same(m: ModuleCall) -> bool:
+        o = other[m.key]
+        return same(m.inputs, o.inputs, m.block_inputs, o.block_inputs)
+
+    differing = [(i, m) for i, m in enumerate(a.modules) if m.key in other and not outputs_same(m)]
     if not differing:
         return None
-    origin = next(((i, m) for i, m in differing if other[m.key].inputs == m.inputs), differing[0])
+    origin = next(((i, m) for i, m in differing if inputs_same(m)), differing[0])
     i, call = origin
     later = [m for j, m in differing if j > i]
     differs = {j for j, _ in differing}
     calls = [(m, j in differs) for j, m in enumerate(a.modules)]
-    return Divergence(call, other[call.key].inputs == call.inputs, i, later, calls)
+    return Divergence(call, inputs_same(call), i, later, calls)

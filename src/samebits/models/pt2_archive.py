@@ -13,6 +13,7 @@ import contextlib
 import io
 import json
 import os
+import re
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -161,4 +162,15 @@ def load_exported(path: str | os.PathLike[str]) -> Any:
             contents = load_pt2(str(p))
         return contents.exported_programs["model"]
     except Exception as exc:
+        unregistered = re.search(r"Deserializing (\S+) in pytree is not registered", str(exc))
+        if unregistered:
+            raise SpecError(_UNREGISTERED.format(path=p, cls=unregistered.group(1))) from exc
         raise SpecError(f"'{p}' " + _NOT_A_PROGRAM.format(first_line(exc)[:300])) from exc
+
+
+_UNREGISTERED = (
+    "'{path}' is a torch.export program whose inputs or outputs hold a {cls}, a class torch rebuilds only "
+    "by importing its code, and samebits runs no code to load a .pt2; export a wrapper whose forward takes "
+    "and returns tensors (a tuple or dict of them; a transformers model: return_dict=False, use_cache=False), "
+    "or pass a factory (file.py:make_model)"
+)

@@ -9,11 +9,14 @@ import time
 
 import torch
 
+from samebits.models.inputs import ModelInputs
+
 from samebits.checker.context import CheckContext, keys_for, op_origin, origin_from
 from samebits.tensors.compare import Verdict, worst_verdict
 from samebits.checker.report import AxisResult, BatchDetails, Difference
 from samebits.measure.batching import batch_size_of, random_neighbour, stack_samples, take_sample
 from samebits.measure.invariance import coupled_rows, format_groups, measure_batch_invariance
+from samebits.measure.ops import first_op_difference, op_digests
 from samebits.measure.trace import first_divergence, plain_forward
 from samebits.tensors.tree import RowError
 
@@ -88,8 +91,27 @@ def batch_axis(ctx: CheckContext) -> AxisResult:
         result.origin = origin_from(divergence, kept_alone, kept_batch, ctx.compare_flat)
         op_origin(ctx, result.origin, divergence, sample, batch, (1, 0), (first_bad, 0))
         result.details.localized_at_size = first_bad
+    if neighbours and ctx.localizes:
+        result.details.coupling_op = coupling_op(ctx, sample, neighbours[0])
     result.summary = measured.summary()
     if measured.errors:
         result.reason = "; ".join(measured.errors)
     result.seconds = time.monotonic() - start
     return result
+
+
+def coupling_op(ctx: CheckContext, sample: ModelInputs, size: int) -> str | None:
+    """Where a row first takes its neighbours' values: two batches of ``size`` with the sample
+    first and other neighbours, the first module whose row differs from the same row of inputs,
+    and the first op inside it that does (``"aten.sort in layers.0.mlp.experts"``); ``None``
+    where these neighbours happen to give the row the same bits, or ops cannot be seen."""
+    gen = torch.Generator().manual_seed(ctx.options.seed + 4)
+    dim = ctx.options.batch_dim
+    a, b = (stack_samples([sample, *(random_neighbour(sample, gen, dim) for _ in range(size - 1))], dim) for _ in "ab")
+    divergence = first_divergence(ctx.traced(a, rows=(size, 0))[1], ctx.traced(b, rows=(size, 0))[1])
+    if divergence is None or not divergence.inputs_identical:
+        return None
+    call = divergence.call
+    ops = [op_digests(ctx.model, batch, call.name, call.call, (size, 0)) for batch in (a, b)]
+    op = first_op_difference(*ops, coupling=True)
+    return f"{op.split(' (')[0] if op else 'its forward'} in {call.label} ({call.type})"
