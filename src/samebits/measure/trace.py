@@ -176,7 +176,7 @@ def module_hooks(
     if isinstance(model, nn.Module) and not isinstance(model, torch.jit.ScriptModule):
         cache = DigestCache(algorithm)
         counts: dict[str, int] = {}
-        pending: dict[int, list[str]] = {}
+        pending: dict[int, list[tuple[str, str]]] = {}
 
         def pre(name: str):
             def hook(module: nn.Module, args: Any, kwargs: Any) -> None:

@@ -113,5 +113,5 @@ def coupling_op(ctx: CheckContext, sample: ModelInputs, size: int) -> str | None
         return None
     call = divergence.call
     ops = [op_digests(ctx.model, batch, call.name, call.call, (size, 0)) for batch in (a, b)]
-    op = first_op_difference(*ops, coupling=True)
+    op = first_op_difference(ops[0], ops[1], coupling=True)
     return f"{op.split(' (')[0] if op else 'its forward'} in {call.label} ({call.type})"

@@ -77,5 +77,5 @@ def _localize(ctx: CheckContext, pair: tuple[int, int]) -> Origin | None:
             with num_threads(n):
                 seed_rngs(ctx.options.seed)
                 ops.append(op_digests(ctx.model, ctx.inputs, divergence.call.name, divergence.call.call))
-        origin.op = first_op_difference(*ops)
+        origin.op = first_op_difference(ops[0], ops[1])
     return origin
