@@ -193,6 +193,12 @@ def graph_calling(entries: list[tuple[str, bytes]], target: str, marker: Path) -
     return [(n, json.dumps(program).encode() if n == "models/model.json" else d) for n, d in entries]
 
 
+def shape_running(entries: list[tuple[str, bytes]], marker: Path) -> list[tuple[str, bytes]]:
+    """A symbolic size expression with Python in front: the loader hands it to sympy.sympify."""
+    payload = f"__import__('os').system('touch {marker}') or Symbol('s".encode()
+    return [(n, d.replace(b"\"Symbol('s", b'"' + payload) if n == "models/model.json" else d) for n, d in entries]
+
+
 EVASIONS = {
     "a second program whose name does not end in .json": (
         lambda e, mk: second_program(e, "models/evil.bin!!", mk),
@@ -204,6 +210,7 @@ EVASIONS = {
     ),
     "the older format at the zip's top level": (legacy_fallback, "file in archive is not in a subdirectory"),
     "a weights config written twice": (duplicate_config, "appears twice"),
+    "a shape expression sympy runs": (shape_running, "holds a shape expression that is not arithmetic"),
     "a graph that calls os.system": (
         lambda e, mk: graph_calling(e, "torch.os.system", mk),
         "is not an allowed operator type",
@@ -310,13 +317,14 @@ def test_a_file_planted_in_the_cache_is_rebuilt_not_run(tmp_path):
     assert not marker.exists()
 
 
-def test_code_is_not_loaded_from_a_cache_others_can_write(tmp_path):
+@pytest.mark.parametrize("backend", ["torchscript", "export"])  # a .pt2's graph and shapes are loaded as a program
+def test_code_is_not_loaded_from_a_cache_others_can_write(tmp_path, backend):
     cache = tmp_path / "shared"
     cache.mkdir()
     cache.chmod(0o777)
     with pytest.raises(CacheError, match="writable by others .*does not load code from it"):
         samebits.Predictor(
-            torch.nn.Linear(4, 2), example_inputs=torch.randn(4, 4), backend="torchscript", cache_dir=cache, tile=4
+            torch.nn.Linear(4, 2), example_inputs=torch.randn(4, 4), backend=backend, cache_dir=cache, tile=4
         )
 
 

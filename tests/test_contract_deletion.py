@@ -172,3 +172,79 @@ def test_a_lock_left_by_an_earlier_run_does_not_block_the_next(tmp_path, npy):
     run = run_cli("predict", "demo:mlp", str(npy), "-o", str(out))
     assert run.returncode == 0, run.stderr
     assert (out / "manifest.json").is_file()
+
+
+def test_check_out_into_a_folder_with_someone_elses_repro_json_is_refused(tmp_path):
+    """A folder holding a repro.json of another kind is not samebits' repro folder: its files
+    (repro.json, report.json, ...) were replaced."""
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "repro.json").write_text('{"ticket": 42}')
+    (notes / "report.json").write_text("mine")
+    before = snapshot(notes)
+    one_error(
+        run_cli("check", "demo:mlp", "--axes", "repeat", "--out", str(notes)),
+        "is not empty and is not a samebits repro folder",
+    )
+    assert snapshot(notes) == before
+
+
+def test_predict_resume_into_a_folder_with_someone_elses_manifest_is_refused(tmp_path):
+    import numpy as np
+
+    out = tmp_path / "site"
+    out.mkdir()
+    (out / "manifest.json").write_text('{"name": "my web app", "icons": []}')
+    np.save(tmp_path / "x.npy", np.ones((4, 256), dtype=np.float32))
+    before = snapshot(out)
+    one_error(
+        run_cli("predict", "demo:mlp", str(tmp_path / "x.npy"), "-o", str(out), "--resume"),
+        "holds no samebits manifest",
+    )
+    assert snapshot(out) == before
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (("verify", "{golden}", "--json", "{golden}"), "is one of this command's inputs"),
+        (("check", "demo:mlp", "--axes", "repeat", "--json", "{source}"), "is not a samebits report"),
+        (("check", "demo:mlp", "--axes", "repeat", "--html", "{source}"), "is not a samebits report"),
+        (("lint", "{source}", "-o", "{source}"), "is one of this command's inputs"),
+        (("lint", "{source}", "-o", "{notes}"), "is not a samebits report"),
+        (("env", "--json", "{notes}"), "is not a samebits report"),
+        (("env", "--diff", "{fingerprint}", "--json", "{fingerprint}"), "is one of this command's inputs"),
+        (("report", "{report}", "--html", "{report}"), "is one of this command's inputs"),
+    ],
+    ids=[
+        "verify golden",
+        "check model source",
+        "html over source",
+        "lint own file",
+        "lint notes",
+        "env notes",
+        "env diff input",
+        "report input",
+    ],
+)
+def test_a_report_never_replaces_a_file_samebits_did_not_write(tmp_path, golden, args, fragment):
+    """--json, --html and -o replace only an earlier report of theirs: a golden, a model's source,
+    the linted file or a user's notes were overwritten."""
+    source, notes, fingerprint, report = (tmp_path / n for n in ("m.py", "notes.txt", "fp.json", "rep.json"))
+    source.write_text("import torch\n")
+    notes.write_text("my notes\n")
+    assert run_cli("env", "--json", str(fingerprint)).returncode == 0
+    assert run_cli("check", "demo:mlp", "--axes", "repeat", "--json", str(report)).returncode == 0
+    mine = shutil.copy(golden, tmp_path / "g.safetensors")
+    paths = {"golden": mine, "source": source, "notes": notes, "fingerprint": fingerprint, "report": report}
+    before = snapshot(tmp_path)
+    one_error(run_cli(*(a.format(**paths) for a in args)), fragment)
+    assert snapshot(tmp_path) == before
+
+
+def test_a_report_replaces_an_earlier_report_of_its_own(tmp_path):
+    out = tmp_path / "r.json"
+    assert run_cli("check", "demo:mlp", "--axes", "repeat", "--json", str(out)).returncode == 0
+    first = out.read_text()
+    assert run_cli("check", "demo:mlp", "--axes", "seed", "--json", str(out)).returncode == 0
+    assert out.read_text() != first and json.loads(out.read_text())["axes"][0]["axis"] == "seed"

@@ -190,7 +190,7 @@ def test_deeply_nested_json_is_one_line_everywhere_samebits_reads_it(tmp_path, g
     out.mkdir()
     (out / "manifest.json").write_text(DEEP)
     np.save(tmp_path / "x.npy", np.zeros((4, 256), dtype="float32"))
-    one_error(run_cli("predict", "demo:mlp", str(tmp_path / "x.npy"), "-o", str(out), "--resume"), "cannot resume")
+    one_error(run_cli("predict", "demo:mlp", str(tmp_path / "x.npy"), "-o", str(out), "--resume"), "holds no samebits manifest")
     one_error(run_cli("verify", str(out)), "nested more than 64 levels deep")
 
 
@@ -296,3 +296,15 @@ def test_predict_on_files_of_one_unbatched_sample_says_what_dim_0_is(tmp_path):
     np.save(tmp_path / "img.npy", np.zeros((3, 64, 64), dtype=np.float32))
     result = run_cli("predict", f"{model}:make", str(tmp_path / "img.npy"), "-o", str(tmp_path / "out"))
     one_error(result, "dim 0 of each input is the batch, so one sample here is [64, 64]")
+
+
+@pytest.mark.parametrize(
+    ("option", "value"), [("timeout", "abc"), ("runs", "x"), ("axes", ["repeat", 5]), ("localize", 1)]
+)
+def test_a_repro_folder_whose_options_have_other_types_is_one_line(tmp_path, option, value):
+    folder = tmp_path / "rep"
+    assert run_cli("check", "demo:mlp", "--axes", "repeat", "--out", str(folder)).returncode == 0
+    marker = json.loads((folder / "repro.json").read_text())
+    marker["options"][option] = value
+    (folder / "repro.json").write_text(json.dumps(marker))
+    one_error(run_cli("check", "--from", str(folder)), f"option {option} in repro.json is")

@@ -202,3 +202,27 @@ def test_the_library_changes_the_working_folder_back_after_user_code(tmp_path, m
         with user_code("the model's forward"):
             os.chdir("/")
     assert os.getcwd() == str(tmp_path)
+
+
+def test_ray_actors_do_not_import_from_the_working_folder(hostile):
+    """Ray puts the driver's working folder on every worker's sys.path: samebits starts Ray from
+    an empty folder of its own."""
+    pytest.importorskip("ray", reason="the Ray engine needs its extra: pip install 'samebits[ray]'")
+    folder, marker = hostile
+    np.save(folder / "x.npy", np.random.default_rng(0).standard_normal((8, 256), dtype=np.float32))
+    result = cli("predict", "demo:mlp", "x.npy", "-o", "out", "--engine", "ray", "--workers", "1", cwd=folder)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert (folder / "out" / "manifest.json").is_file() and not marker.exists()
+
+
+def test_a_matplotlibrc_in_the_working_folder_runs_nothing_and_styles_nothing(tmp_path):
+    """matplotlib reads ./matplotlibrc when imported; its figure.hooks name a function pyplot
+    imports and calls on every figure (sys:exit ended the command with no report)."""
+    pytest.importorskip("matplotlib", reason="HTML reports need the report extra")
+    (tmp_path / "matplotlibrc").write_text("figure.hooks: sys:exit\nlines.linewidth: 40\n")
+    result = cli("check", "demo:mlp", "--axes", "batch", "--html", "r.html", "--json", "r.json", cwd=tmp_path)
+    verdict = json.loads((tmp_path / "r.json").read_text())["axes"][0]["verdict"]
+    assert result.returncode == (1 if verdict == "diverged" else 0), result.stderr[-2000:]
+    page = (tmp_path / "r.html").read_text()
+    assert "<svg" in page if verdict == "diverged" else "samebits check" in page
+    assert "stroke-width: 40" not in page  # the folder's style is not the chart's

@@ -78,13 +78,13 @@ def test_every_kind_of_report_renders(tmp_path):
 
 
 def test_a_missing_plotting_extra_is_one_line_before_the_work(monkeypatch, tmp_path):
-    from samebits.cli.output import check_html_path
+    from samebits.cli.output import check_report_paths
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(UserError, match=r"pip install 'samebits\[report\]'"):
-        check_html_path(str(tmp_path / "r.html"))
+        check_report_paths(None, str(tmp_path / "r.html"))
     with pytest.raises(UserError, match="is a directory"):
-        check_html_path(str(tmp_path))
+        check_report_paths(None, str(tmp_path))
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="no Chromium here (Debian: apt-get install chromium); .ci/run installs it")

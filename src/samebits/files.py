@@ -96,11 +96,13 @@ def atomic_write(path: Path, write: Callable[[Path], object], *, overwrite: bool
 FolderState = Literal["new", "empty", "mine", "foreign", "file", "broken link"]
 
 
-def folder_state(folder: Path, marker: str, ignore: tuple[str, ...] = ()) -> FolderState:
+def folder_state(folder: Path, marker: str, ignore: tuple[str, ...] = (), kind: str | None = None) -> FolderState:
     """What samebits may do with ``folder``, the place it is asked to write: ``new`` (missing),
-    ``empty`` (nothing but ``ignore``), ``mine`` (holds samebits' ``marker`` file), ``foreign``
-    (someone else's files: never written into), ``file`` or ``broken link`` (not a folder). The
-    cache, ``check --out`` and ``predict``'s OUT_DIR all decide with this."""
+    ``empty`` (nothing but ``ignore``), ``mine`` (holds samebits' ``marker`` file: with
+    ``kind``, a JSON object whose ``"kind"`` is that, since a ``manifest.json`` or ``repro.json``
+    may be anyone's), ``foreign`` (someone else's files: never written into), ``file`` or
+    ``broken link`` (not a folder). The cache, ``check --out`` and ``predict``'s OUT_DIR all
+    decide with this."""
     if folder.is_symlink() and not folder.exists():
         return "broken link"
     if not folder.exists():
@@ -108,9 +110,18 @@ def folder_state(folder: Path, marker: str, ignore: tuple[str, ...] = ()) -> Fol
     if not folder.is_dir():
         return "file"
     mark = folder / marker
-    if mark.is_file() and not mark.is_symlink():  # a link is no marker samebits wrote
+    if mark.is_file() and not mark.is_symlink() and (kind is None or _json_kind(mark) == kind):  # a link is no marker
         return "mine"
     return "foreign" if any(p.name not in ignore for p in folder.iterdir()) else "empty"
+
+
+def _json_kind(path: Path) -> object:
+    """The ``"kind"`` of the JSON object in ``path``; ``None`` where it holds none."""
+    try:
+        data = read_json(path)
+    except BadJson:
+        return None
+    return data.get("kind") if isinstance(data, dict) else None
 
 
 def owned_entry(folder: Path, name: object) -> Path | None:
@@ -267,10 +278,14 @@ def check_depth(data: Any) -> None:
         level = deeper
 
 
-def read_json(path: Path) -> Any:
-    """The JSON file at ``path`` (:func:`parse_json`); :class:`BadJson` where it cannot be read."""
+JSON_LIMIT = 256 << 20  # bytes: past any manifest, marker or report samebits writes
+
+
+def read_json(path: Path, limit: int = JSON_LIMIT) -> Any:
+    """The JSON file at ``path`` (:func:`parse_json`): a regular file of at most ``limit`` bytes
+    (a FIFO would block); :class:`BadJson` where it cannot be read."""
     try:
-        text = path.read_bytes()
+        text = read_regular(path, limit)
     except OSError as exc:
-        raise BadJson(f"cannot be read ({exc.strerror})") from None
+        raise BadJson(f"cannot be read ({exc.strerror or exc})") from None
     return parse_json(text)

@@ -15,6 +15,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import shlex
+import types
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +33,7 @@ KIND = "samebits-check-repro"
 
 
 def _writable(folder: Path) -> None:
-    state = folder_state(folder, MARKER)
+    state = folder_state(folder, MARKER, kind=KIND)
     if state in ("file", "broken link"):
         raise UserError(f"--out {folder} is a {state}; give a folder")
     if state == "foreign":
@@ -121,15 +123,44 @@ def read_repro(folder: str | Path) -> tuple[str, CheckOptions, ModelInputs, dict
         raise UserError(f"--from {src} is not a samebits repro folder (a file there is {exc})") from None
     if not isinstance(marker, dict) or marker.get("kind") != KIND:
         raise UserError(f"--from {src} is not a samebits repro folder (no {MARKER} of kind {KIND})")
-    raw = marker.get("options", {})
-    fields = {f.name for f in dataclasses.fields(CheckOptions)}
-    options = CheckOptions(
-        **{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items() if k in fields}  # type: ignore[arg-type]
-    )
+    options = _options_from(marker.get("options", {}), src)
     inputs_file = src / str(marker.get("inputs", ""))
     if inputs_file.parent != src or not inputs_file.is_file():
         raise UserError(f"--from {src}: its inputs file '{marker.get('inputs')}' is missing")
     return str(marker.get("model", "")), options, _load_inputs(inputs_file), stored
+
+
+def _options_from(raw: object, folder: Path) -> CheckOptions:
+    """The stored options, each of its field's type (``"runs": "x"`` is one line, not a crash)."""
+    if not isinstance(raw, dict):
+        raise UserError(f"--from {folder}: its {MARKER} holds no options object")
+    hints = typing.get_type_hints(CheckOptions)
+    values: dict[str, Any] = {}
+    for name in (f.name for f in dataclasses.fields(CheckOptions)):
+        if name in raw:
+            value = tuple(raw[name]) if isinstance(raw[name], list) else raw[name]
+            if not _fits(value, hints[name]):
+                kind = hints[name].__name__ if isinstance(hints[name], type) else str(hints[name])
+                raise UserError(f"--from {folder}: option {name} in {MARKER} is {raw[name]!r}, not {kind}")
+            values[name] = value
+    return CheckOptions(**values)
+
+
+def _fits(value: object, hint: Any) -> bool:
+    """Whether ``value`` (as JSON gave it) is of the type ``hint`` (int, float, str, bool, None,
+    ``tuple[X, ...]`` and unions of them)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, a) for a in args)
+    if origin is tuple:
+        return isinstance(value, tuple) and all(_fits(v, args[0]) for v in value)
+    if hint is type(None):
+        return value is None
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, hint)
 
 
 def model_for(stored_model: str, given: str | None, folder: str | Path) -> str:

@@ -11,7 +11,7 @@ from rich.markup import escape
 from samebits.cli.portable import PortableOpt, enter as enter_portable
 from samebits.cli import inputs as opts
 from samebits.cli.progress import Progress
-from samebits.cli.output import check_html_path, consoles, fitted_table, write_html, write_json
+from samebits.cli.output import check_report_paths, consoles, fitted_table, write_html, write_json
 from samebits.runtime.options import BenchOptions
 
 D = BenchOptions()  # the library's defaults, declared once
@@ -66,7 +66,7 @@ def bench_command(
         raise UserError("--batch-sizes must be positive")
     console = consoles(json_path)
     opts.bound_loading(timeout)
-    check_html_path(html_path)
+    check_report_paths(json_path, html_path)
     loaded, inputs, _ = opts.load_target(model, input_file, input_shape, dtype, int_range, 0)
     with Progress("bench") as progress, Watchdog(timeout, f"MODEL {model}"):
         report = bench(

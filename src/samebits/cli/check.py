@@ -15,7 +15,7 @@ from samebits.cli.portable import PortableOpt, enter as enter_portable
 from samebits.cli import inputs as opts
 from samebits.cli.progress import Progress
 from samebits.errors import UserError
-from samebits.cli.output import check_html_path, consoles, fitted_table, write_html, write_json
+from samebits.cli.output import check_report_paths, consoles, fitted_table, write_html, write_json
 
 D = CheckOptions()  # the library's defaults, declared once
 
@@ -131,7 +131,7 @@ def check_command(
                 "--generate does not take --runtime: Predictor.generate gives each prompt the bits it gets "
                 "alone by construction (docs/predictor.md); check --generate measures the model's own generate"
             )
-        check_html_path(html_path)
+        check_report_paths(json_path, html_path)
         typed_axes = getattr(ctx.get_parameter_source("axes"), "name", "DEFAULT") != "DEFAULT"
         _check_generation(
             console,
@@ -151,7 +151,7 @@ def check_command(
         return
     if sample or padding_side:
         raise UserError(f"{'--sample' if sample else '--padding-side'} goes with --generate N")
-    check_html_path(html_path)
+    check_report_paths(json_path, html_path)
     stored = None
     if from_dir is not None:
         from samebits.checker.repro import model_for, read_repro

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from samebits.cli import inputs as opts
 from samebits.cli.progress import Progress
-from samebits.cli.output import check_html_path, consoles, write_html, write_json
+from samebits.cli.output import check_report_paths, consoles, write_html, write_json
 from samebits.diagnosis.options import DoctorOptions
 
 D = DoctorOptions()  # the library's defaults, declared once
@@ -67,7 +67,7 @@ def doctor_command(
 
     console = consoles(json_path)
     opts.bound_loading(timeout)
-    check_html_path(html_path)
+    check_report_paths(json_path, html_path)
     loaded, inputs, _ = opts.load_target(model, input_file, input_shape, dtype, int_range, 0)
     with Progress("doctor") as progress, Watchdog(timeout, f"MODEL {model}"):
         report = doctor(

@@ -72,6 +72,7 @@ def env_command(
             "changes": [c.to_dict() for c in changes],
         },
         json_path,
+        inputs=tuple(p for p in (diff, other) if p),
     )
     if not changes:
         console.print(f"No differences between {escape(diff)} and {escape(other or 'this machine')}.")

@@ -64,6 +64,9 @@ def lint_command(
 
         if Path(output).is_dir():
             raise UserError(f"-o {output} is a directory; give a file path")
+        from samebits.cli.output import is_lint_output, replaceable
+
+        replaceable(Path(output), "-o", is_lint_output, tuple(targets))
         try:
             atomic_write(Path(output), lambda tmp: tmp.write_text(text + "\n"))
         except OSError as exc:

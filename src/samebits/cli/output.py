@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import stat
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +23,9 @@ def consoles(json_path: str | None) -> Console:
     return Console(stderr=json_path == "-", highlight=False)
 
 
-def write_json(data: dict[str, Any], json_path: str | None) -> None:
-    """Write a report's JSON to ``json_path`` (overwriting a previous report), or stdout for ``-``."""
+def write_json(data: dict[str, Any], json_path: str | None, inputs: tuple[str, ...] = ()) -> None:
+    """Write a report's JSON to ``json_path`` (over an earlier samebits report only, never over
+    one of the command's ``inputs``), or stdout for ``-``."""
     if json_path is None:
         return
     text = json.dumps(data, indent=2, sort_keys=True, default=str) + "\n"
@@ -30,6 +35,7 @@ def write_json(data: dict[str, Any], json_path: str | None) -> None:
     path = Path(json_path)
     if path.is_dir():
         raise UserError(f"--json {json_path} is a directory; give a file path")
+    replaceable(path, "--json", is_json_report, inputs)
     from samebits.files import atomic_write
 
     try:
@@ -44,18 +50,22 @@ def wrote(path: Path) -> None:
     print(f"samebits: wrote {path}", file=sys.stderr)
 
 
-def check_html_path(html_path: str | None) -> None:
-    """Refuse a bad ``--html`` before the work starts: a folder, or the plotting extra missing."""
+def check_report_paths(json_path: str | None, html_path: str | None, inputs: tuple[str, ...] = ()) -> None:
+    """Refuse bad ``--json`` and ``--html`` paths before the work starts: a folder, a file
+    samebits did not write (or one of the command's ``inputs``), the plotting extra missing."""
+    if json_path not in (None, "-"):
+        replaceable(Path(json_path), "--json", is_json_report, inputs)
     if html_path is None:
         return
     if Path(html_path).is_dir():
         raise UserError(f"--html {html_path} is a directory; give a file path")
+    replaceable(Path(html_path), "--html", is_html_report, inputs)
     from samebits.report.charts import require_matplotlib
 
     require_matplotlib()
 
 
-def write_html(data: dict[str, Any], html_path: str | None) -> None:
+def write_html(data: dict[str, Any], html_path: str | None, inputs: tuple[str, ...] = ()) -> None:
     """Write a report's self-contained HTML page to ``html_path``."""
     if html_path is None:
         return
@@ -63,11 +73,80 @@ def write_html(data: dict[str, Any], html_path: str | None) -> None:
     from samebits.report.html import render
 
     page = render(json.loads(json.dumps(data, default=str)))  # exactly what --json would hold
+    replaceable(Path(html_path), "--html", is_html_report, inputs)
     try:
         atomic_write(Path(html_path), lambda tmp: tmp.write_text(page, encoding="utf-8"))
     except OSError as exc:
         raise UserError(f"cannot write --html {html_path}: {exc.strerror}") from None
     wrote(Path(html_path))
+
+
+REPORT_LIMIT = 256 << 20  # bytes read of an existing file to tell whether it is a samebits report
+
+
+def replaceable(path: Path, flag: str, ours: Callable[[bytes], bool], inputs: tuple[str, ...] = ()) -> None:
+    """Refuse in one line to write ``path`` where it holds what samebits did not write: only a
+    missing or empty file, a link (replaced, its target untouched) or an earlier report of this
+    kind (``ours`` of its bytes) may be replaced, and never one of the command's ``inputs`` (a
+    golden, the report being rendered, a fingerprint being compared)."""
+    from samebits.files import read_regular
+
+    try:
+        st = path.lstat()
+    except OSError:
+        return  # nothing there
+    if any(_same_file(path, Path(i)) for i in inputs):
+        raise UserError(f"{flag} {path} is one of this command's inputs; give another path")
+    if not stat.S_ISREG(st.st_mode) or st.st_size == 0:
+        return  # a link is replaced, never written through; an empty file holds nothing
+    try:
+        data = read_regular(path, REPORT_LIMIT)
+    except OSError:
+        data = b""
+    if not ours(data):
+        raise UserError(
+            f"{flag} {path} exists and is not a samebits report; samebits overwrites only its own reports: "
+            "remove it or give another path"
+        )
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def is_json_report(data: bytes) -> bool:
+    """A samebits JSON report: an object with a ``kind`` and a ``schema_version``."""
+    from samebits.files import BadJson, parse_json
+
+    try:
+        report = parse_json(data)
+    except BadJson:
+        return False
+    return isinstance(report, dict) and isinstance(report.get("kind"), str) and "schema_version" in report
+
+
+def is_html_report(data: bytes) -> bool:
+    """A page ``samebits.report.html.render`` wrote."""
+    return data.startswith(b"<!DOCTYPE html>") and b"<title>samebits " in data[:4096]
+
+
+def is_lint_output(data: bytes) -> bool:
+    """``samebits lint``'s report in any format: JSON, SARIF naming samebits, or text ending in
+    its summary line (``3 findings in 2 files``)."""
+    if is_json_report(data):
+        return True
+    from samebits.files import BadJson, parse_json
+
+    try:
+        sarif = parse_json(data)
+        return bool(sarif["runs"][0]["tool"]["driver"]["name"] == "samebits")
+    except (BadJson, KeyError, IndexError, TypeError):
+        pass
+    last = data.decode(errors="replace").rstrip("\n").rsplit("\n", 1)[-1]
+    return re.fullmatch(r"\d+ findings? in \d+ files?(; .*)?", last) is not None
 
 
 SHORT_TEXT = 12  # a text column no wider than this is kept whole (axis names, verdicts)

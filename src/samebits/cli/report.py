@@ -22,7 +22,7 @@ def report_command(
 ) -> None:
     """Render a saved report as one self-contained HTML page (charts as inline SVG, no script,
     no network request): it opens from a mail attachment on an offline machine."""
-    from samebits.cli.output import check_html_path, write_html
+    from samebits.cli.output import check_report_paths, write_html
 
     path = Path(report_json)
     if not path.is_file():
@@ -33,9 +33,9 @@ def report_command(
         raise UserError(f"'{report_json}' is not a JSON report: it is {exc}") from None
     if not isinstance(data, dict):
         raise UserError(f"'{report_json}' is not a samebits report (a JSON {type(data).__name__}, not an object)")
-    check_html_path(html_path)
+    check_report_paths(None, html_path, inputs=(report_json,))
     try:
-        write_html(data, html_path)
+        write_html(data, html_path, inputs=(report_json,))
     except (
         KeyError,
         TypeError,

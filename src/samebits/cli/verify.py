@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from samebits.cli import inputs as opts
-from samebits.cli.output import check_html_path, consoles, write_html, write_json
+from samebits.cli.output import check_report_paths, consoles, write_html, write_json
 from samebits.cli.portable import enter as enter_portable
 from samebits.errors import UserError
 
@@ -95,13 +95,13 @@ def verify_command(
     if is_predictions(golden):
         raise typer.Exit(_verify_predictions(golden, model, shards))
     console = consoles(json_path)
-    check_html_path(html_path)
+    check_report_paths(json_path, html_path, inputs=(golden,))
     # Which model is loaded, for a person watching; logs and CI get the report (and one error line).
     announce = (lambda m: print(f"samebits verify: {m}", file=sys.stderr)) if sys.stderr.isatty() else None
     report = verify(golden, model, exact=exact, atol=atol, rtol=rtol, announce=announce, layout=layout, device=device)
     data = report.to_dict()
-    write_json(data, json_path)
-    write_html(data, html_path)
+    write_json(data, json_path, inputs=(golden,))
+    write_html(data, html_path, inputs=(golden,))
     bad = [c for c in report.items if c.verdict != "identical"]
     when = report.recorded.get("created") or "?"
     if report.verdict == "identical":

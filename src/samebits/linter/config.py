@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from samebits.errors import UserError
+from samebits.files import read_regular
 from samebits.linter.metadata import floor_of
 
 if sys.version_info >= (3, 11):
@@ -77,8 +78,13 @@ def load_config(start: Path) -> LintConfig:
     )
 
 
+CONFIG_LIMIT = 4 << 20  # bytes: past any pyproject.toml
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
-        return tomllib.loads(path.read_text())
+        return tomllib.loads(read_regular(path, CONFIG_LIMIT).decode())
+    except OSError as exc:  # a FIFO, a folder, a file past the limit: one line, never a wait
+        raise UserError(f"{path} cannot be read as a configuration file ({exc.strerror or exc})") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise UserError(f"{path} is not valid TOML: {exc}") from None

@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from samebits.files import read_regular
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
@@ -41,11 +43,24 @@ def _lowest(lines: list[str]) -> Version | None:
     return min(found) if found else None
 
 
+METADATA_LIMIT = 1 << 20  # bytes read of one metadata file: more is no requirements file
+
+
+def _text(path: Path) -> str:
+    """A metadata file's text; ``""`` for anything that is not a regular file of at most
+    :data:`METADATA_LIMIT` bytes (a folder named ``requirements-dev.txt``, a FIFO, a link to
+    ``/dev/zero``): such a file declares nothing, and never costs a finding elsewhere."""
+    try:
+        return read_regular(path, METADATA_LIMIT).decode(errors="replace")
+    except OSError:
+        return ""
+
+
 @functools.lru_cache(maxsize=256)
 def _toml(path: Path) -> dict[str, Any]:
     try:
-        return tomllib.loads(path.read_text(errors="replace"))
-    except (tomllib.TOMLDecodeError, OSError):
+        return tomllib.loads(_text(path))
+    except tomllib.TOMLDecodeError:
         return {}  # a broken pyproject says nothing here; `samebits lint`'s config reports it
 
 
@@ -69,20 +84,16 @@ def declared(folder: Path) -> Version | None:
             return found
     lines = []
     for req in sorted(folder.glob("requirements*.txt")):
-        lines += req.read_text(errors="replace").splitlines()
-    cfg = folder / "setup.cfg"
-    if cfg.is_file():
-        lines += cfg.read_text(errors="replace").splitlines()
-    setup = folder / "setup.py"
-    if setup.is_file():
-        lines += _string_literals(setup)
+        lines += _text(req).splitlines()
+    lines += _text(folder / "setup.cfg").splitlines()
+    lines += _string_literals(folder / "setup.py")
     return _lowest(lines)
 
 
 def _string_literals(path: Path) -> list[str]:
     try:
-        tree = ast.parse(path.read_text(errors="replace"))
-    except (SyntaxError, ValueError):
+        tree = ast.parse(_text(path))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []
     return [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
 

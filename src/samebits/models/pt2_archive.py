@@ -1,7 +1,8 @@
 """A ``.pt2`` archive read as data. :func:`load_exported` opens it with the reader
 ``torch.export.load`` itself uses (so both see the same entries, duplicates and root folder
 alike), applies the loader's own rules to every entry it would read, refuses anything that
-would be unpickled (weights or constants marked ``use_pickle``, custom and opaque objects,
+would be unpickled, any shape expression that is more than arithmetic (the loader evaluates them
+with ``sympy.sympify``, which runs Python) (weights or constants marked ``use_pickle``, custom and opaque objects,
 legacy weight files, sample inputs that need ``weights_only=False``) or run (AOTInductor and
 other compiled code), and then loads through ``load_pt2`` directly, without the loader's
 fallback to the older, pickled archive format, with ``torch.load`` forced to ``weights_only``
@@ -22,6 +23,7 @@ from typing import Any
 import torch
 
 from samebits.environ import environ_kept
+from samebits.models.shape_expr import problem as shape_problem
 from samebits.errors import SpecError, first_line
 
 _NOT_A_PROGRAM = "is not a torch.export program ({}); save one with torch.export.save"
@@ -96,6 +98,7 @@ def scan(path: Path) -> None:
         raise SpecError(f"'{path}' holds no exported program ({c.MODELS_FILENAME_FORMAT.format('model')})")
     for program in programs:
         _scan_program(archive, c, program)
+        _scan_shapes(archive, c.MODELS_FILENAME_FORMAT.format(program))
 
 
 def _scan_program(archive: _Archive, c: Any, program: str) -> None:
@@ -114,6 +117,29 @@ def _scan_program(archive: _Archive, c: Any, program: str) -> None:
         raise _refuse(
             path, sample, "holds sample inputs that only load with weights_only=False (pickled objects)"
         ) from None
+
+
+def _scan_shapes(archive: _Archive, name: str) -> None:
+    """Every symbolic shape expression of a program (``expr_str``) is plain arithmetic on sizes
+    (:func:`samebits.models.shape_expr.problem`): torch's loader hands each to ``sympy.sympify``,
+    which runs it as Python (``__import__('os').system(...)`` in one ran a command)."""
+    try:
+        graph = json.loads(archive.read(name))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise _refuse(archive.path, name, "is not a JSON program") from None
+    stack = [graph]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "expr_str" and isinstance(value, str):
+                    why = shape_problem(value)
+                    if why:
+                        raise _refuse(archive.path, name, f"holds a shape expression that is not arithmetic ({why})")
+                else:
+                    stack.append(value)
+        elif isinstance(node, list):
+            stack.extend(node)
 
 
 def _scan_config(archive: _Archive, name: str, folder: str, constants: Any) -> None:

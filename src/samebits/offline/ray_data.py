@@ -14,6 +14,11 @@ id column, which is passed through.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -171,6 +176,26 @@ class _ShardActor:
         return self.worker.shard(index)
 
 
+@contextlib.contextmanager
+def _ray_started_in_empty_folder(ray: Any) -> Iterator[None]:
+    """Ray started for the block and shut down after it, from a new empty folder (kept while Ray
+    runs: its processes start there, removed after): Ray puts the driver's working folder on
+    every worker's ``sys.path``, and a ``samebits.py`` in the user's ran in every actor."""
+    empty, previous = tempfile.mkdtemp(prefix="samebits-ray-"), os.getcwd()
+    try:
+        os.chdir(empty)
+        try:
+            ray.init(include_dashboard=False, log_to_driver=False)
+        finally:
+            os.chdir(previous)
+        try:
+            yield
+        finally:
+            ray.shutdown()
+    finally:
+        shutil.rmtree(empty, ignore_errors=True)
+
+
 def run_on_ray(job: dict[str, Any], todo: list[int], done: Any, actors: int, num_cpus_per_actor: float = 0.5) -> None:
     """``samebits predict --engine ray``: the shards of ``todo`` computed by ``actors`` Ray actors
     (a local Ray, or the cluster at ``RAY_ADDRESS``; OUT_DIR and the inputs on storage they all
@@ -180,11 +205,15 @@ def run_on_ray(job: dict[str, Any], todo: list[int], done: Any, actors: int, num
         from ray.util import ActorPool
     except ImportError:
         raise UserError("--engine ray needs Ray: pip install 'samebits[ray]'") from None
+    with contextlib.nullcontext() if ray.is_initialized() else _ray_started_in_empty_folder(ray):
+        _run_actors(ray, ActorPool, job, todo, done, actors, num_cpus_per_actor)
+
+
+def _run_actors(
+    ray: Any, pool: Any, job: dict[str, Any], todo: list[int], done: Any, actors: int, num_cpus_per_actor: float
+) -> None:
     from samebits.errors import first_line
 
-    started_here = not ray.is_initialized()
-    if started_here:
-        ray.init(include_dashboard=False, log_to_driver=False)
     options = ray_options(job.get("portable"))
     # the driver's MKL mode (strict_blas) where it has one; a level's own variables win
     env_vars = {**(job.get("env") or {}), **options.get("runtime_env", {}).get("env_vars", {})}
@@ -193,7 +222,7 @@ def run_on_ray(job: dict[str, Any], todo: list[int], done: Any, actors: int, num
     remote: Any = ray.remote(num_cpus=num_cpus_per_actor, **options)(_ShardActor)
     handles = [remote.remote(job) for _ in range(actors)]
     try:
-        for entry in ActorPool(handles).map_unordered(lambda actor, i: actor.shard.remote(i), todo):
+        for entry in pool(handles).map_unordered(lambda actor, i: actor.shard.remote(i), todo):
             done(entry)
     except ray.exceptions.RayError as exc:
         cause = getattr(exc, "cause", None)
@@ -203,5 +232,3 @@ def run_on_ray(job: dict[str, Any], todo: list[int], done: Any, actors: int, num
     finally:
         for handle in handles:
             ray.kill(handle)
-        if started_here:
-            ray.shutdown()

@@ -255,7 +255,7 @@ def shard_count(total: int, size: int) -> int:
 
 def _check_out_dir(out: Path, resume: bool) -> bool:
     """Whether ``out`` holds a manifest; a folder samebits must not write into is one line."""
-    state = folder_state(out, MANIFEST, ignore=(LOCK,))
+    state = folder_state(out, MANIFEST, ignore=(LOCK,), kind="predict")
     if state == "broken link":
         raise UserError(f"'{out}' is a broken symbolic link; OUT_DIR must be a folder")
     if state == "file":
