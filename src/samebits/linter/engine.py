@@ -132,6 +132,8 @@ def _relative(path: Path, config: LintConfig) -> str:
 
 
 def _suppressed(line: str, code: str, name: str) -> bool:
+    """``# noqa`` on the line: bare, or naming the rule's code, its name or the TorchFix code of
+    the same check (``# noqa: TOR102`` for SB401: one comment for both tools)."""
     m = NOQA.search(line)
     if not m:
         return False
@@ -139,7 +141,8 @@ def _suppressed(line: str, code: str, name: str) -> bool:
     if not codes:
         return True  # a bare noqa comment silences every rule on the line
     wanted = {c.strip() for c in re.split(r"[,\s]+", codes) if c.strip()}
-    return code in {c.upper() for c in wanted} or name in wanted
+    upper = {c.upper() for c in wanted}
+    return code in upper or name in wanted or BY_CODE[code].torchfix in upper - {""}
 
 
 def lint_source(

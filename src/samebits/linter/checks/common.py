@@ -284,6 +284,14 @@ class FileContext:
                         yield node, name, v
 
 
+def seeds_every_rng(names: set[str]) -> bool:
+    """Whether calls of these dotted ``names`` seed torch's RNG and Python's or NumPy's too
+    (``torch.manual_seed`` with ``random.seed`` or ``np.random.seed``): what a seed-everything
+    helper does, for runs that repeat."""
+    torch_seeded = any(n in SEED_CALLS and n.startswith("torch.") for n in names)
+    return torch_seeded and bool(names & {"random.seed", "numpy.random.seed"})
+
+
 def _determinism_attr(target: str) -> bool:
     """``torch.backends.cudnn.deterministic`` or a misspelling of its last part
     (``determinstic``, ``deterministc``, ``determenistic``)."""

@@ -1,5 +1,6 @@
-"""SB107 missing-eval, SB201 per-sample-loop, SB202 discarded-to-result, SB301
-inference-without-no-grad, SB302 outputs-kept-with-grad: inference done wrong."""
+"""SB107 missing-eval, SB201 per-sample-loop, SB202 discarded-to-result, SB203
+dataloader-main-process, SB301 inference-without-no-grad, SB302 outputs-kept-with-grad:
+inference done wrong."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import NamedTuple
 
 from samebits.linter.checks import grad
 from samebits.linter.checks.common import TENSOR_NAME, FileContext, Finding
-from samebits.linter.checks.models import FUNCTIONS, same_scope
+from samebits.linter.checks.models import FUNCTIONS, INFERENCE_METHODS, same_scope
 
 MOVES = ("to", "cuda", "cpu", "half", "float", "double", "bfloat16", "contiguous", "long", "int", "pin_memory")
 DETACHED = ("detach", "item", "tolist", "numpy", "argmax", "argmin")
@@ -331,7 +332,7 @@ def _fixed_size(ctx: FileContext) -> bool:
 def resizes_to_fixed_size(ctx: FileContext, calls: list[ast.Call]) -> bool:
     """Whether one of ``calls`` makes every input one size on every path: a ``Resize`` to (h, w),
     a crop to a size (``CenterCrop``, ``RandomResizedCrop``, ``RandomCrop``), ``cv2.resize`` to
-    (w, h), PIL's ``img.resize((w, h))``. One applied only in
+    (w, h), PIL's ``img.resize((w, h))`` (a resample argument or not). One applied only in
     a branch (``if args.crop_val:``) leaves the other path's sizes free."""
     pairs = {
         n
@@ -358,8 +359,8 @@ def resizes_to_fixed_size(ctx: FileContext, calls: list[ast.Call]) -> bool:
             return True  # torchvision (h, w); albumentations h, w
         if last == "resize" and (pair(call.args[1] if len(call.args) >= 2 else keywords.get("dsize"))):
             return True  # cv2.resize(img, (w, h)), skimage's resize(img, (h, w))
-        if last == "resize" and isinstance(call.func, ast.Attribute) and len(call.args) == 1 and pair(size):
-            return True  # PIL: img.resize((w, h))
+        if last == "resize" and isinstance(call.func, ast.Attribute) and pair(size):
+            return True  # PIL: img.resize((w, h)), img.resize((w, h), Image.BILINEAR)
     return False
 
 
@@ -376,21 +377,21 @@ def _optional(ctx: FileContext, node: ast.AST) -> bool:
     return False
 
 
-def _batch_of_one_loaders(ctx: FileContext) -> set[str]:
+def _batch_of_one_loaders(ctx: FileContext) -> dict[str, ast.Call]:
     """Names bound to ``DataLoader(...)`` with batch size 1 (given, or the default), directly or
-    through a function of this file that returns one."""
+    through a function of this file that returns one, each with its ``DataLoader(...)`` call."""
 
-    def one(node: ast.AST) -> bool:
+    def one(node: ast.AST) -> ast.Call | None:
         if not (isinstance(node, ast.Call) and (ctx.dotted(node.func) or "").endswith("DataLoader")):
-            return False
+            return None
         keywords = {k.arg: k.value for k in node.keywords}
         if None in keywords or "batch_sampler" in keywords or len(node.args) > 1:
-            return False
+            return None
         size = keywords.get("batch_size")
-        return size is None or (isinstance(size, ast.Constant) and size.value == 1)
+        return node if size is None or (isinstance(size, ast.Constant) and size.value == 1) else None
 
-    names: set[str] = set()
-    returned: dict[str, list[bool]] = {}
+    names: dict[str, ast.Call] = {}
+    returned: dict[str, list[ast.Call | None]] = {}
     for function in ctx.nodes:
         if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for node in ast.walk(function):
@@ -403,23 +404,25 @@ def _batch_of_one_loaders(ctx: FileContext) -> set[str]:
         for target in node.targets:
             elts = target.elts if isinstance(target, ast.Tuple) else [target]
             call = node.value
-            if one(call) and len(elts) == 1:
-                names.update(n for n in [ctx.name_of(elts[0])] if n)
+            made = one(call)
+            if made is not None and len(elts) == 1:
+                names.update({n: made for n in [ctx.name_of(elts[0])] if n})
             elif isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in returned:
-                flags = returned[call.func.id]
-                if len(flags) == len(elts):
-                    names.update(n for e, f in zip(elts, flags) if f and (n := ctx.name_of(e)))
+                loaders = returned[call.func.id]
+                if len(loaders) == len(elts):
+                    names.update({n: c for e, c in zip(elts, loaders) if c is not None and (n := ctx.name_of(e))})
     return names
 
 
-def _loop_iterates(ctx: FileContext, loop: ast.AST, names: set[str]) -> bool:
-    """``for x in loader`` / ``enumerate(loader)`` / ``tqdm(loader)`` over one of ``names``."""
+def _loop_source(ctx: FileContext, loop: ast.AST) -> str | None:
+    """The name a ``for`` loop iterates: ``loader`` of ``for x in loader`` / ``enumerate(loader)`` /
+    ``tqdm(loader)``."""
     if not isinstance(loop, (ast.For, ast.AsyncFor)):
-        return False
+        return None
     it = loop.iter
     while isinstance(it, ast.Call) and it.args:
         it = it.args[0]
-    return ctx.name_of(it) in names
+    return ctx.name_of(it)
 
 
 def _one_sample_names(ctx: FileContext, loop: ast.AST) -> set[str]:
@@ -437,7 +440,7 @@ def _one_sample_names(ctx: FileContext, loop: ast.AST) -> set[str]:
 
 def per_sample_loop(ctx: FileContext) -> Iterator[Finding]:
     fixed = None
-    loaders: set[str] | None = None
+    loaders: dict[str, ast.Call] | None = None
     for call in ctx.calls:
         if not ctx.is_model_call(call) or _in_forward(ctx, call):
             continue
@@ -463,11 +466,41 @@ def per_sample_loop(ctx: FileContext) -> Iterator[Finding]:
                 "SB201",
                 f"{ast.unparse(call.func)} is called on one sample per iteration ({ast.unparse(arg)} was made a batch of one above) although the inputs have one fixed size: batch the samples",
             )
-        elif _loop_iterates(ctx, loop, loaders):
+        elif _loop_source(ctx, loop) in loaders:
             yield ctx.finding(
                 call,
                 "SB201",
                 f"{ast.unparse(call.func)} is called once per sample: the DataLoader has batch size 1 (given or by default) over fixed-size inputs; pass batch_size=",
+            )
+
+
+def _main_process(call: ast.Call) -> bool:
+    """A ``DataLoader(...)`` that loads in the main process: ``num_workers`` not given, or 0."""
+    workers = next((k.value for k in call.keywords if k.arg == "num_workers"), None)
+    return workers is None or (isinstance(workers, ast.Constant) and workers.value == 0)
+
+
+def dataloader_main_process(ctx: FileContext) -> Iterator[Finding]:
+    """SB203: a per-sample inference loop over a ``DataLoader`` that loads in the main process,
+    over inputs that cannot simply be batched (of one fixed size, SB201 says batch them)."""
+    if not ctx.inference_file:
+        return
+    loaders: dict[str, ast.Call] | None = None
+    reported: set[int] = set()
+    for call in ctx.calls:
+        if not ctx.is_model_call(call) or _in_forward(ctx, call) or (loop := ctx.in_loop(call)) is None:
+            continue
+        if loaders is None:
+            if _fixed_size(ctx):
+                return
+            loaders = {n: c for n, c in _batch_of_one_loaders(ctx).items() if _main_process(c)}
+        loader = loaders.get(_loop_source(ctx, loop) or "")
+        if loader is not None and id(loader) not in reported:
+            reported.add(id(loader))
+            yield ctx.finding(
+                loader,
+                "SB203",
+                f"this DataLoader feeds {ast.unparse(call.func)} one sample at a time from the main process (num_workers 0): each forward waits for its sample to be read and transformed; pass num_workers=N so that workers load ahead",
             )
 
 
@@ -483,8 +516,16 @@ def _carries_graph(ctx: FileContext, expr: ast.AST, tainted: set[str]) -> bool:
         and expr.func.id in ("float", "int", "bool", "len", "str")
     ):
         return False
+    if isinstance(expr, ast.Subscript) and _method_result_by_key(ctx, expr):
+        return False
     if ctx.is_model_call(expr):
         return True
+    if isinstance(expr, (ast.Tuple, ast.List, ast.Set)):
+        return any(_carries_graph(ctx, e, tainted) for e in expr.elts)  # (name, model(x)): kept inside
+    if isinstance(expr, ast.Dict):
+        return any(_carries_graph(ctx, v, tainted) for v in expr.values)
+    if isinstance(expr, ast.Starred):
+        return _carries_graph(ctx, expr.value, tainted)
     name = ctx.name_of(expr)
     if name is not None:
         return name in tainted
@@ -500,6 +541,21 @@ def _carries_graph(ctx: FileContext, expr: ast.AST, tainted: set[str]) -> bool:
     return False
 
 
+def _method_result_by_key(ctx: FileContext, expr: ast.Subscript) -> bool:
+    """``model.inference(x)["predictions"]``: a value an inference method (not the forward) returns
+    under a string key, a post-processed result (labels, strings, boxes) of a type not known here."""
+    key = expr.slice
+    call = expr.value
+    return (
+        isinstance(key, ast.Constant)
+        and isinstance(key.value, str)
+        and isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and call.func.attr in INFERENCE_METHODS
+        and ctx.is_model_call(call)
+    )
+
+
 def _propagates(ctx: FileContext, call: ast.Call) -> bool:
     """Calls whose result carries the graph of their arguments: torch functions and losses."""
     name = ctx.dotted(call.func) or ""
@@ -507,11 +563,24 @@ def _propagates(ctx: FileContext, call: ast.Call) -> bool:
     return name.startswith(("torch.", "F.")) or "loss" in last or "criterion" in last
 
 
+def _graph_targets(ctx: FileContext, assign: ast.Assign, tainted: set[str]) -> list[ast.expr]:
+    """The targets of ``assign`` that receive a value carrying a graph: each of ``logits, feats =
+    model(x)``, only ``out`` of ``name, out = path, model(x)``."""
+    found: list[ast.expr] = []
+    value = assign.value
+    for target in assign.targets:
+        if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts):
+            found += [t for t, v in zip(target.elts, value.elts) if _carries_graph(ctx, v, tainted)]
+        elif _carries_graph(ctx, value, tainted):
+            found += target.elts if isinstance(target, ast.Tuple) else [target]
+    return found
+
+
 def outputs_kept_with_grad(ctx: FileContext) -> Iterator[Finding]:
     tainted: set[str] = set()
     for assign in sorted((n for n in ctx.nodes if isinstance(n, ast.Assign)), key=lambda n: n.lineno):
-        if not ctx.under_no_grad(assign) and _carries_graph(ctx, assign.value, tainted):
-            tainted.update(n for n in (ctx.name_of(t) for t in assign.targets) if n)
+        if not ctx.under_no_grad(assign):
+            tainted.update(n for n in map(ctx.name_of, _graph_targets(ctx, assign, tainted)) if n)
     safe = GradFree.of(ctx)
     for node in ctx.nodes:
         kept: ast.AST | None = None
@@ -542,5 +611,6 @@ CHECKS = (
     ("SB301", inference_without_no_grad),
     ("SB107", missing_eval),
     ("SB201", per_sample_loop),
+    ("SB203", dataloader_main_process),
     ("SB302", outputs_kept_with_grad),
 )

@@ -45,6 +45,7 @@ FUNCTION = Source("a function of this file that returns a model", True)
 INFERENCE_METHODS = ("generate", "sample", "predict", "infer", "inference", "decode", "encode", "detect")
 WRAPPED = Source("a wrapper of another model (it keeps that model's mode)", None)
 WRAPPERS = ("DataParallel", "DistributedDataParallel", "torch.compile", "FullyShardedDataParallel")
+CONTAINERS = ("Sequential", "ModuleList", "ModuleDict")  # nn containers: no mode-dependent layer of their own
 
 # Library constructors, matched on the dotted name (import aliases resolved). Documented in the
 # rules' "Known limits".
@@ -362,11 +363,39 @@ class Models:
         return None
 
     def wrapped(self, value: ast.AST) -> Key | None:
-        """The key of the model that ``value`` wraps (``torch.compile(model)``, ``DataParallel(net)``)."""
+        """The key of the model whose mode ``value`` shares: the model it wraps
+        (``torch.compile(model)``, ``DataParallel(net)``), or the one whose modules it is rebuilt
+        from (:meth:`rebuilt_from`)."""
         base = chain_base(value)
         if isinstance(base, ast.Call) and base.args and source_of_call(self.ctx, base) is WRAPPED:
             return self.key(chain_base(base.args[0]))
-        return None
+        return self.rebuilt_from(base)
+
+    def rebuilt_from(self, value: ast.AST) -> Key | None:
+        """``nn.Sequential(*list(vgg.children())[:31])``, ``nn.ModuleList(net.features)``: a
+        container made of one model or its own modules, which keep that model's mode (a container
+        adds no Dropout or BatchNorm of its own). The key of that model, when every argument is
+        made from it alone."""
+        if not (isinstance(value, ast.Call) and value.args and not value.keywords):
+            return None
+        name = self.ctx.dotted(value.func) or ""
+        if not (name.startswith(("torch.nn.", "nn.")) and name.rsplit(".", 1)[-1] in CONTAINERS):
+            return None
+        found: set[Key] = set()
+        for arg in value.args:
+            part = arg.value if isinstance(arg, ast.Starred) else arg
+            models = {
+                k
+                for n in ast.walk(part)
+                if isinstance(n, (ast.Name, ast.Attribute))
+                and self.ctx.name_of(n) is not None
+                and self.is_model(n)
+                and (k := self.key(n)) is not None
+            }
+            if len(models) != 1:
+                return None  # a fresh layer (``nn.Dropout()``), or modules of two models
+            found |= models
+        return found.pop() if len(found) == 1 else None
 
     def _returned(self, call: ast.Call) -> list[Source | None] | None:
         func = call.func
