@@ -228,3 +228,21 @@ def test_noqa_tor401_silences_sb203():
 def test_noqa_tor102_silences_sb401():
     source = "import torch\nsd = torch.load('w.pt', weights_only=False)  # noqa: TOR102\n"
     assert found(source, "SB401") == [] and found(source.replace("TOR102", "TOR401"), "SB401") == [2]
+
+
+def test_a_model_copied_from_a_file_class_instance_keeps_its_class():
+    """``model = model.to(device)`` of an instance of a class of the file: the copy's class is the
+    original's (the lint of such a file stopped on an AttributeError)."""
+    source = """
+    import torch
+    from torch import nn
+    class Head(nn.Module):
+        def forward(self, x):
+            return x
+    def load(device):
+        model = Head()
+        model.eval()
+        model = model.to(device)
+        return model
+    """
+    assert lint_source(textwrap.dedent(source)) == []

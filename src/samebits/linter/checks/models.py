@@ -423,7 +423,7 @@ class Models:
                             if source not in self.sources.setdefault(key, []):
                                 self.sources[key].append(source)
                             if source in (FILE_CLASS, SELF_EVAL_CLASS) and len(names) == 1:
-                                self.classes[key] = (self.ctx.dotted(chain_base(node.value).func) or "").rsplit(".")[-1]  # type: ignore[attr-defined]
+                                self._class_from(key, chain_base(node.value))
                             inner = self.wrapped(node.value) if len(names) == 1 else None
                             if inner is not None and inner != key:
                                 self.wrappers[key] = inner
@@ -433,6 +433,14 @@ class Models:
                             self.unknown.add(key)
         for function in [n for n in self.ctx.nodes if isinstance(n, FUNCTIONS)]:
             self.returns[id(function)] = self._summary(function)
+
+    def _class_from(self, key: Key, base: ast.AST) -> None:
+        """Record the class of this file that made the model ``key`` is bound to: ``Net`` of
+        ``Net(...)``, or the class of the model it is copied from (``model = model.to(device)``)."""
+        if isinstance(base, ast.Call):
+            self.classes[key] = (self.ctx.dotted(base.func) or "").rsplit(".")[-1]
+        elif (found := self.classes.get(self.key(base) or (0, ""))) is not None:
+            self.classes[key] = found
 
     def _summary(self, function: ast.AST) -> list[Source | None]:
         returns: list[tuple[ast.AST, set[Key]]] = []
