@@ -10,7 +10,8 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from samebits.linter.checks import grad
-from samebits.linter.checks.common import TENSOR_NAME, FileContext, Finding
+from samebits.linter.checks.common import TENSOR_NAME, FileContext, Finding, Fixer
+from samebits.linter.checks.edits import Edit, Fix, indent_unit, spans_string_lines
 from samebits.linter.checks.models import FUNCTIONS, INFERENCE_METHODS, same_scope
 
 MOVES = ("to", "cuda", "cpu", "half", "float", "double", "bfloat16", "contiguous", "long", "int", "pin_memory")
@@ -614,3 +615,180 @@ CHECKS = (
     ("SB203", dataloader_main_process),
     ("SB302", outputs_kept_with_grad),
 )
+
+
+# -- fixes (samebits lint --fix; the registry's Rule.autofix says what each does)
+
+
+def _plain(node: ast.AST) -> bool:
+    """A name, ``self.x``, ``batch["x"]``, ``xs[i]``: written twice, evaluated twice to no effect."""
+    if isinstance(node, ast.Name):
+        return True
+    if isinstance(node, ast.Attribute):
+        return _plain(node.value)
+    if isinstance(node, ast.Subscript):
+        keys = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        return _plain(node.value) and all(isinstance(k, (ast.Constant, ast.Name)) for k in keys)
+    return False
+
+
+def fix_discarded_to_result(ctx: FileContext, node: ast.AST) -> Fix | str:
+    """SB202's fix: ``x.cuda()`` -> ``x = x.cuda()``."""
+    func = node.value.func  # type: ignore[attr-defined]
+    target = func.value
+    text = ast.get_source_segment(ctx.source, target)
+    if not _plain(target) or text is None or target.lineno != target.end_lineno:
+        return f"{ast.unparse(target)} is not a plain name, attribute or subscript: bind it to a name first"
+    line, col = ctx.lines.start(node)
+    return Fix(f"assign the result: {text} = {text}.{func.attr}(...)", (Edit(line, col, line, col, f"{text} = "),))
+
+
+def fix_missing_eval(ctx: FileContext, call: ast.AST) -> Fix | str:
+    """SB107's fix: ``model.eval()`` on the line after the model's last assignment before the call."""
+    models = ctx.models
+    model = models.called_model(call)
+    if model is None and isinstance(call, ast.Call):  # run by a project function: the model it is given
+        model = next((a for a in call.args if models.is_model(a) and models.starts_in_training(a)), None)
+    key = models.key(model) if model is not None else None
+    if model is None or key is None:
+        return "the model is not a name or self. attribute of this file"
+    name = ctx.name_of(model)
+    bindings = [
+        n
+        for n in ctx.nodes
+        if isinstance(n, (ast.Assign, ast.AnnAssign))
+        and n.value is not None
+        and any(models.key(e) == key for t in _targets(n) for e in (t.elts if isinstance(t, ast.Tuple) else [t]))
+    ]
+    if not bindings:
+        return f"{name} is not assigned in this file (a parameter, an import, a loop or with variable): call {name}.eval() where it is made"
+    where = (call.lineno, call.col_offset)  # type: ignore[attr-defined]
+    last = max(
+        [b for b in bindings if (b.lineno, b.col_offset) < where] or bindings, key=lambda b: (b.lineno, b.col_offset)
+    )
+    if not ctx.lines.alone(last):
+        return f"{name}'s assignment (line {last.lineno}) shares its line with another statement"
+    end = last.end_lineno or last.lineno
+    text = f"{ctx.lines.newline(end)}{ctx.lines.indent(last.lineno)}{name}.eval()"
+    column = len(ctx.lines[end])
+    return Fix(f"call {name}.eval() after its last assignment", (Edit(end, column, end, column, text),))
+
+
+def _targets(node: ast.Assign | ast.AnnAssign) -> list[ast.expr]:
+    return node.targets if isinstance(node, ast.Assign) else [node.target]
+
+
+COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)  # fmt: skip
+LATER = (ast.Lambda, ast.GeneratorExp)  # code that runs after the statement, outside a with around it
+
+
+INFERENCE_MODE_SINCE = (1, 9)  # the first torch with torch.inference_mode
+
+
+def _grad_off_block(ctx: FileContext) -> tuple[str | None, str]:
+    """The context manager that turns grad off, as the file's top-level imports spell it
+    (``T.inference_mode()`` after ``import torch as T``; ``inference_mode()`` after ``from torch
+    import inference_mode``): ``inference_mode``, or ``no_grad`` where the project supports torch
+    older than 1.9. ``(None, why)`` where there is none to write."""
+    if ctx.targets_old_torch:
+        return (
+            None,
+            "the code is written for torch < 0.4 (Variable, volatile=), which has neither no_grad nor inference_mode",
+        )
+    old = ctx.project_min_torch is not None and ctx.project_min_torch < INFERENCE_MODE_SINCE
+    wanted = "no_grad" if old else "inference_mode"
+    for stmt in ctx.tree.body:
+        if isinstance(stmt, ast.Import):
+            for a in stmt.names:
+                if a.name == "torch" or (a.asname is None and a.name.startswith("torch.")):
+                    return f"{a.asname or 'torch'}.{wanted}()", ""
+        elif isinstance(stmt, ast.ImportFrom) and stmt.module == "torch" and not stmt.level:
+            for a in stmt.names:
+                if a.name == wanted:
+                    return f"{a.asname or a.name}()", ""
+    return None, "torch is not imported at the top of the file (import torch)"
+
+
+def _changed_in_place(ctx: FileContext, stmt: ast.stmt) -> ast.AST | None:
+    """A later statement of the same function that changes a name ``stmt`` binds in place
+    (``y += 1``, ``y[0] = 0``, ``y.add_(1)``): inference tensors refuse that outside inference mode."""
+    bound = {
+        e.id
+        for t in (stmt.targets if isinstance(stmt, ast.Assign) else [getattr(stmt, "target", None)])
+        for e in (t.elts if isinstance(t, ast.Tuple) else [t])
+        if isinstance(e, ast.Name)
+    }
+    scope = _function_of(ctx, stmt) or ctx.tree
+    for node in ast.walk(scope):
+        if not bound or getattr(node, "lineno", 0) <= (stmt.end_lineno or stmt.lineno):
+            continue
+        base: ast.AST | None = None
+        if isinstance(node, ast.AugAssign):
+            base = node.target
+        elif isinstance(node, ast.Assign):
+            base = next((t.value for t in node.targets if isinstance(t, ast.Subscript)), None)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            attr = node.func.attr
+            base = node.func.value if attr.endswith("_") and not attr.startswith("_") else None
+        while isinstance(base, (ast.Subscript, ast.Attribute)):
+            base = base.value
+        if isinstance(base, ast.Name) and base.id in bound:
+            return node
+    return None
+
+
+def fix_inference_without_no_grad(ctx: FileContext, call: ast.AST) -> Fix | str:
+    """SB301's fix: the statement holding the call wrapped in ``with torch.inference_mode():``."""
+    mode, why = _grad_off_block(ctx)
+    if mode is None:
+        return why
+    stmt = next(p for p in ctx.ancestors(call) if isinstance(p, ast.stmt))
+    if isinstance(stmt, COMPOUND) or type(stmt).__name__ in ("Match", "TryStar"):
+        return f"the call is in the header of a {type(stmt).__name__.lower()} statement: wrap the block by hand"
+    path = list(ctx.ancestors(call))
+    if any(isinstance(p, LATER) for p in path[: path.index(stmt)]):
+        return "the call is in a lambda or generator expression, which runs later, outside the block"
+    if any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)) for n in ast.walk(stmt)):
+        return "the statement yields or awaits: inference mode would stay on in other code meanwhile"
+    if not ctx.lines.alone(stmt):
+        return "the statement shares its line with another"
+    if spans_string_lines(stmt):
+        return "a string literal in the statement spans lines, which re-indenting could change"
+    changed = _changed_in_place(ctx, stmt) if "inference_mode" in mode else None
+    if changed is not None:
+        return f"its output is changed in place at line {changed.lineno}, which an inference tensor refuses outside inference mode: wrap that code too, or use torch.no_grad()"  # type: ignore[attr-defined]
+    lines = ctx.lines
+    indent = lines.indent(stmt.lineno)
+    unit = indent_unit(ctx.tree, lines, indent)
+    body = [unit + t if t.strip() else t for t in lines.text[stmt.lineno - 1 : stmt.end_lineno]]
+    joined = "".join(t + lines.ends[stmt.lineno - 1 + i] for i, t in enumerate(body[:-1])) + body[-1]
+    if _after_own_block(ctx, stmt, mode):
+        return Fix(f"run the statement in the {mode} block just above", (lines.whole(stmt, joined),))
+    header = f"{indent}with {mode}:{lines.newline(stmt.lineno)}"
+    return Fix(f"wrap the statement in with {mode}:", (lines.whole(stmt, header + joined),))
+
+
+def _after_own_block(ctx: FileContext, stmt: ast.stmt, mode: str) -> bool:
+    """``stmt`` comes right after (on the next line) a ``with <mode>:`` block of one item at its
+    own level, such as this fix makes: it can join that block."""
+    parent = ctx.parents.get(stmt)
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(parent, field, None)
+        if isinstance(block, list) and stmt in block and block.index(stmt) > 0:
+            before = block[block.index(stmt) - 1]
+            return (
+                isinstance(before, ast.With)
+                and len(before.items) == 1
+                and before.items[0].optional_vars is None
+                and ast.unparse(before.items[0].context_expr) == mode
+                and before.end_lineno == stmt.lineno - 1
+                and ctx.lines.indent(before.lineno) == ctx.lines.indent(stmt.lineno)
+            )
+    return False
+
+
+FIXES: dict[str, Fixer] = {
+    "SB107": fix_missing_eval,
+    "SB202": fix_discarded_to_result,
+    "SB301": fix_inference_without_no_grad,
+}

@@ -503,8 +503,8 @@ class Models:
             return not all(s.manages_grad for s in found)
         if key in self.not_models or key[1] in self.ctx.tensors:
             return False
-        if isinstance(node, ast.Name) and node.id in self.ctx.not_variables:
-            return False
+        if isinstance(node, ast.Name) and (node.id in self.ctx.not_variables or _class_name(node.id)):
+            return False  # Net(...) of a class defined elsewhere builds a model, it runs none
         return bool(MODULE_NAME.search(key[1].removeprefix("self.")))
 
     def called_model(self, call: ast.AST) -> ast.AST | None:
@@ -543,6 +543,11 @@ class Models:
         for scope in scopes:
             Flow(self, scope, on_use=lambda call, key, name, via: found.setdefault(key, (call, name, via))).run()
         return sorted(found.values(), key=lambda item: (item[0].lineno, item[0].col_offset))
+
+
+def _class_name(name: str) -> bool:
+    """``Net``, ``UNet``: a CamelCase name, by convention a class (``MODEL`` is a constant)."""
+    return name[:1].isupper() and not name.isupper()
 
 
 FUNCTION_EVAL = Source("a function of this file that returns it in eval mode", False)
