@@ -362,10 +362,11 @@ def test_a_file_that_does_not_parse_is_left_untouched(tmp_path):
 
 
 def test_json_says_whether_each_finding_is_fixable_and_how():
+    from samebits.linter import LintResult
     from samebits.linter.report import to_json
 
-    result = lint_source('import torch\nx = torch.randn(2)\nx.cuda()\nsd = torch.load("w.pt", weights_only=False)\n')
-    data = to_json(type("R", (), {"findings": result, "errors": [], "skipped": [], "notes": [], "files": 1})())
+    found = lint_source('import torch\nx = torch.randn(2)\nx.cuda()\nsd = torch.load("w.pt", weights_only=False)\n')
+    data = to_json(LintResult(found, [], 1))
     by_code = {f["code"]: f for f in data["findings"]}
     assert by_code["SB202"]["fixable"] is True
     assert by_code["SB202"]["fix"]["edits"] == [

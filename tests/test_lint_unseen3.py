@@ -246,3 +246,15 @@ def test_a_model_copied_from_a_file_class_instance_keeps_its_class():
         return model
     """
     assert lint_source(textwrap.dedent(source)) == []
+
+
+def test_a_camelcase_call_of_a_class_defined_elsewhere_builds_a_model_and_runs_none():
+    """``Net()`` (imported, or not known here) makes a model; it is no forward with grad on (a fix
+    wrapping it in inference mode would make its parameters inference tensors)."""
+    source = """
+    import torch
+    model = Net()
+    model.load_state_dict(torch.load("w.pt", weights_only=True))
+    model.eval()
+    """
+    assert found(source, "SB301") == []

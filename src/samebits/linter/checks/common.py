@@ -306,6 +306,12 @@ class FileContext:
                         yield node, name, v
 
 
+def loads_in_main_process(call: ast.Call) -> bool:
+    """A ``DataLoader(...)`` call without worker processes: ``num_workers`` not given, or 0."""
+    workers = next((k.value for k in call.keywords if k.arg == "num_workers"), None)
+    return workers is None or (isinstance(workers, ast.Constant) and workers.value == 0)
+
+
 def seeds_every_rng(names: set[str]) -> bool:
     """Whether calls of these dotted ``names`` seed torch's RNG and Python's or NumPy's too
     (``torch.manual_seed`` with ``random.seed`` or ``np.random.seed``): what a seed-everything

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from samebits.linter.checks.common import FileContext, Finding, Fixer
+from samebits.linter.checks.common import FileContext, Finding, Fixer, loads_in_main_process
 from samebits.linter.checks.edits import Fix
 
 
@@ -55,8 +55,7 @@ def _starts_processes(ctx: FileContext) -> bool:
         name = ctx.dotted(call.func) or ""
         if name in PROCESS_CALLS or name.startswith(("os.exec", "os.spawn")):
             return True
-        workers = next((k.value for k in call.keywords if k.arg == "num_workers"), None)
-        if name.endswith("DataLoader") and workers is not None and not (_const(workers) == 0):
+        if name.endswith("DataLoader") and not loads_in_main_process(call):
             return True
     return False
 

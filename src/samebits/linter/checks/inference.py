@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from samebits.linter.checks import grad
-from samebits.linter.checks.common import TENSOR_NAME, FileContext, Finding, Fixer
+from samebits.linter.checks.common import TENSOR_NAME, FileContext, Finding, Fixer, loads_in_main_process
 from samebits.linter.checks.edits import Edit, Fix, indent_unit, spans_string_lines
 from samebits.linter.checks.models import FUNCTIONS, INFERENCE_METHODS, same_scope
 
@@ -475,12 +475,6 @@ def per_sample_loop(ctx: FileContext) -> Iterator[Finding]:
             )
 
 
-def _main_process(call: ast.Call) -> bool:
-    """A ``DataLoader(...)`` that loads in the main process: ``num_workers`` not given, or 0."""
-    workers = next((k.value for k in call.keywords if k.arg == "num_workers"), None)
-    return workers is None or (isinstance(workers, ast.Constant) and workers.value == 0)
-
-
 def dataloader_main_process(ctx: FileContext) -> Iterator[Finding]:
     """SB203: a per-sample inference loop over a ``DataLoader`` that loads in the main process,
     over inputs that cannot simply be batched (of one fixed size, SB201 says batch them)."""
@@ -494,7 +488,7 @@ def dataloader_main_process(ctx: FileContext) -> Iterator[Finding]:
         if loaders is None:
             if _fixed_size(ctx):
                 return
-            loaders = {n: c for n, c in _batch_of_one_loaders(ctx).items() if _main_process(c)}
+            loaders = {n: c for n, c in _batch_of_one_loaders(ctx).items() if loads_in_main_process(c)}
         loader = loaders.get(_loop_source(ctx, loop) or "")
         if loader is not None and id(loader) not in reported:
             reported.add(id(loader))
