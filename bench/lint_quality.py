@@ -32,11 +32,13 @@ def labels(corpus: Path) -> dict[str, dict]:
 
 
 def score(corpus: Path) -> tuple[dict[str, Counter], list[str]]:
-    """Per code: true positives, false positives, false negatives; and one line per miss."""
+    """Per code: true positives, false positives, false negatives; and one line per miss, false
+    alarm and file that could not be linted."""
     import samebits
 
     corpus = corpus.resolve()
-    found = [(Path(f.path).resolve().relative_to(corpus).as_posix(), f.code, f.line) for f in samebits.lint([corpus])]
+    result = samebits.lint([corpus])
+    found = [(Path(f.path).resolve().relative_to(corpus).as_posix(), f.code, f.line) for f in result]
     expected = [(file, item["code"], item["line"]) for file, t in labels(corpus).items() for item in t["findings"]]
     counts: dict[str, Counter] = {}
     misses: list[str] = []
@@ -51,6 +53,8 @@ def score(corpus: Path) -> tuple[dict[str, Counter], list[str]]:
     for file, code, line in unmatched:
         counts.setdefault(code, Counter())["fp"] += 1
         misses.append(f"false   {file}:{line} {code}")
+    for path, why in result.errors:  # a file not linted scores nothing: say so
+        misses.append(f"error   {Path(path).resolve().relative_to(corpus).as_posix()}: {why}")
     return counts, misses
 
 

@@ -39,7 +39,7 @@ def test_text_output_and_exit_1(project):
         lines[0]
         == f"{project / 'app.py'}:2:1: SB101 hashseed-in-process PYTHONHASHSEED set inside a running interpreter does nothing for it"
     )
-    assert lines[-1] == "2 findings in 1 file"
+    assert lines[-1] == "2 findings in 1 file; 2 fixable with --fix"
 
 
 def test_clean_file_exits_0(tmp_path):

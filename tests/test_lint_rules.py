@@ -58,6 +58,10 @@ POSITIVE = {
         "inputs.half()\n",
         "self_tensor = None\nimages.contiguous()\n",
     ],
+    "SB203": [
+        "import torch\nfrom torch.utils.data import DataLoader\nmodel.eval()\nloader = DataLoader(ds, num_workers=0)\n"
+        "with torch.no_grad():\n    for x in loader:\n        preds.append(model(x))\n",
+    ],
     "SB301": [
         "import torch\nmodel.eval()\nfor batch in loader:\n    preds = model(batch)\n",
         # grad turned off, then on again before the loop
@@ -125,6 +129,10 @@ NEGATIVE = {
         "net.cuda()\n",
         "self.backbone.half()\n",
         "m = make()\nm.to(device)\n",
+    ],
+    "SB203": [
+        "import torch\nfrom torch.utils.data import DataLoader\nmodel.eval()\nloader = DataLoader(ds, num_workers=2)\n"
+        "with torch.no_grad():\n    for x in loader:\n        preds.append(model(x))\n",
     ],
     "SB301": [
         # transformers' generate turns grad off itself

@@ -308,7 +308,7 @@ def test_a_fixed_size_only_in_an_optional_branch_is_no_fixed_size():
             for images, labels in loader:
                 outputs = model(images)
     """
-    assert found(source) == []
+    assert found(source) == [("SB203", 9)]  # no SB201: sizes vary; the loader loads in the main process (issue #44)
 
 
 def test_a_library_loaders_decode_is_not_a_forward():

@@ -66,18 +66,21 @@ def disk_error(exc: BaseException) -> str | None:
     return None
 
 
-def atomic_write(path: Path, write: Callable[[Path], object], *, overwrite: bool = True) -> None:
+def atomic_write(
+    path: Path, write: Callable[[Path], object], *, overwrite: bool = True, mode: int | None = None
+) -> None:
     """``write(tmp)`` fills a temporary file in ``path``'s folder, which then becomes ``path`` in
     one step: a reader sees the old file or the new one, never half of one. Without
     ``overwrite``, an existing ``path`` raises ``FileExistsError`` and is left untouched (a hard
-    link: atomic, and it fails if the file exists). A full disk, a read-only folder or a missing
-    permission is a :class:`WriteError` (one line), with the temporary file removed."""
+    link: atomic, and it fails if the file exists). The file gets ``mode`` (a rewritten file's own
+    permissions), else the umask's. A full disk, a read-only folder or a missing permission is a
+    :class:`WriteError` (one line), with the temporary file removed."""
     tmp: str | None = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         os.close(fd)
         write(Path(tmp))
-        os.chmod(tmp, file_mode())
+        os.chmod(tmp, file_mode() if mode is None else mode)
         if overwrite:
             os.replace(tmp, path)
         else:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
@@ -10,6 +10,9 @@ from samebits.cli.inputs import absolute
 
 from samebits.errors import UserError
 from samebits.exit_codes import exit_code
+
+if TYPE_CHECKING:
+    from samebits.linter.fix import FixResult
 
 
 def lint_command(
@@ -27,11 +30,19 @@ def lint_command(
     output: Optional[str] = typer.Option(
         None, "-o", "--output", metavar="FILE", callback=absolute, help="Write the report to FILE instead of stdout."
     ),
+    apply_fixes: bool = typer.Option(
+        False,
+        "--fix",
+        help="Rewrite the files given with the fixes that are safe (docs/lint.md#fix), then report what remains.",
+    ),
+    diff: bool = typer.Option(False, "--diff", help="Print what --fix would change as a unified diff; write nothing."),
 ) -> None:
     """Lint Python files statically (the code is parsed, never imported or run).
 
     Defaults and per-file ignores come from [tool.samebits.lint] in pyproject.toml; `# noqa: SB101`
-    silences one line. Exit 1 when anything is found, 2 when no file could be read.
+    silences one line. Exit 1 when anything is found, 2 when no file could be read. With --fix,
+    exit 1 when findings remain after it, 0 when none do; --diff writes nothing, so it exits as
+    lint does.
     """
     from pathlib import Path
 
@@ -47,6 +58,8 @@ def lint_command(
         return
     if fmt not in ("text", "json", "sarif"):
         raise UserError(f"--format must be text, json or sarif, not '{fmt}'")
+    if diff and fmt != "text":
+        raise UserError("--diff prints a unified diff; it takes no --format (use --fix --format json for the fixes)")
     targets = paths or ["."]
     first = Path(targets[0])
     config = load_config((first if first.is_dir() else first.parent).resolve())
@@ -57,8 +70,19 @@ def lint_command(
             if bad:
                 raise UserError(f"--{flag}: unknown rule {', '.join(bad)}; use codes (SB101), prefixes (SB1) or names")
             setattr(config, flag, keys)
-    result = lint(targets, config)
-    text = render(result, fmt)
+    fixes = None
+    if apply_fixes or diff:
+        from samebits.linter.fix import fix
+
+        fixes = fix(targets, config, write=not diff)
+        result = fixes.remaining
+    else:
+        result = lint(targets, config)
+    if diff and fixes is not None:
+        text = "".join(f.diff() for f in fixes.files).rstrip("\n")
+        typer.echo(_would_fix(fixes), err=True)
+    else:
+        text = render(result, fmt, fixes)
     if output:
         from samebits.files import atomic_write
 
@@ -71,7 +95,7 @@ def lint_command(
             atomic_write(Path(output), lambda tmp: tmp.write_text(text + "\n"))
         except OSError as exc:
             raise UserError(f"cannot write -o {output}: {exc.strerror}") from None
-    else:
+    elif text:
         typer.echo(text)
     if result.files == 0 and not result.findings and (result.errors or result.skipped):
         raise UserError(
@@ -79,6 +103,15 @@ def lint_command(
         )
     raise typer.Exit(
         exit_code(found=bool(result.findings), ran=not (result.errors and result.files == len(result.errors)))
+    )
+
+
+def _would_fix(fixes: FixResult) -> str:
+    """``--diff``'s summary line (on stderr: the diff alone is on stdout)."""
+    changed = sum(f.after is not None for f in fixes.files)
+    return (
+        f"--fix would fix {len(fixes.fixed)} finding(s) in {changed} file(s); "
+        f"{len(fixes.not_fixed)} of fixable rules would stay (--fix lists why)"
     )
 
 

@@ -9,11 +9,11 @@ import os
 import re
 import stat
 import tokenize
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from samebits.linter.checks import backends, environment, inference, safety, seeding
-from samebits.linter.checks.common import FileContext, Finding
+from samebits.linter.checks.common import FileContext, Finding, Fixer
 from samebits.linter.cache import for_project as cache_for
 from samebits.linter.config import LintConfig, load_config
 from samebits.linter.metadata import torch_floor
@@ -22,6 +22,7 @@ from samebits.linter.project import MAX_FILES, Project, find_root, module_name
 from samebits.rules import BY_CODE
 
 CHECKS = (*environment.CHECKS, *backends.CHECKS, *seeding.CHECKS, *inference.CHECKS, *safety.CHECKS)
+FIXERS: dict[str, Fixer] = {**environment.FIXES, **inference.FIXES, **safety.FIXES}  # registry: Rule.autofix
 SKIP_DIRS = {
     ".git",
     ".hg",
@@ -132,6 +133,8 @@ def _relative(path: Path, config: LintConfig) -> str:
 
 
 def _suppressed(line: str, code: str, name: str) -> bool:
+    """``# noqa`` on the line: bare, or naming the rule's code, its name or the TorchFix code of
+    the same check (``# noqa: TOR102`` for SB401: one comment for both tools)."""
     m = NOQA.search(line)
     if not m:
         return False
@@ -139,7 +142,8 @@ def _suppressed(line: str, code: str, name: str) -> bool:
     if not codes:
         return True  # a bare noqa comment silences every rule on the line
     wanted = {c.strip() for c in re.split(r"[,\s]+", codes) if c.strip()}
-    return code in {c.upper() for c in wanted} or name in wanted
+    upper = {c.upper() for c in wanted}
+    return code in upper or name in wanted or BY_CODE[code].torchfix in upper - {""}
 
 
 def lint_source(
@@ -155,7 +159,7 @@ def lint_source(
     config = config or LintConfig()
     tree = ast.parse(source, filename=display)
     ctx = FileContext(Path(display), display, source, tree, min_torch, project, module)
-    lines = source.splitlines()
+    lines = ctx.lines.text
     found: dict[tuple[int, int, str], Finding] = {}
     for code, check in CHECKS:
         if not config.enabled(code, BY_CODE[code].name, display):
@@ -164,11 +168,55 @@ def lint_source(
             line = lines[f.line - 1] if 0 < f.line <= len(lines) else ""
             if not _suppressed(line, f.code, f.name):
                 found.setdefault((f.line, f.col, f.code), f)
+    for f in found.values():
+        _plan_fix(ctx, f)
     return sorted(found.values(), key=lambda f: (f.line, f.col, f.code))
 
 
-def lint(paths: Iterable[str | os.PathLike[str]], config: LintConfig | None = None) -> LintResult:
-    """Lint every Python file under ``paths``. Nothing is imported or run."""
+def _plan_fix(ctx: FileContext, finding: Finding) -> None:
+    """Set the finding's ``fix`` (its rule's fixer, checks/*.py's ``FIXES``), or ``no_fix``: why not."""
+    fixer = FIXERS.get(finding.code)
+    if fixer is None or finding.node is None:
+        finding.no_fix = BY_CODE[finding.code].no_autofix or "this rule has no automatic fix"
+        finding.node = None
+        return
+    try:
+        planned = fixer(ctx, finding.node)
+    except Exception as exc:  # a bug in one fixer: the finding stands, without a fix
+        planned = f"samebits could not work out a fix ({type(exc).__name__}: {exc}); please report it"
+    if isinstance(planned, str):
+        finding.no_fix = planned
+    else:
+        finding.fix = planned
+    finding.node = None  # the fix is planned: the finding need not hold on to the tree
+
+
+@dataclasses.dataclass
+class LintedFile:
+    """One file as it was linted: its bytes and text, where it sits in its project, its findings
+    (what ``--fix`` starts from)."""
+
+    path: Path
+    display: str
+    data: bytes
+    source: str
+    min_torch: tuple[int, int] | None
+    project: Project
+    module: str
+    findings: list[Finding]
+
+    def relint(self, source: str, config: LintConfig) -> list[Finding]:
+        """``source`` linted in this file's place (``SyntaxError`` where it does not parse)."""
+        return lint_source(source, self.display, config, self.min_torch, self.project, self.module)
+
+
+def lint(
+    paths: Iterable[str | os.PathLike[str]],
+    config: LintConfig | None = None,
+    on_file: Callable[[LintedFile], None] | None = None,
+) -> LintResult:
+    """Lint every Python file under ``paths`` (``on_file`` is called with each file linted).
+    Nothing is imported or run."""
     given = [Path(p) for p in paths]
     start = given[0] if given and given[0].is_dir() else (given[0].parent if given else Path.cwd())
     config = config or load_config(start.resolve())
@@ -186,11 +234,17 @@ def lint(paths: Iterable[str | os.PathLike[str]], config: LintConfig | None = No
                 continue
             linted += 1
             project, module = projects.of(path)
-            findings += lint_source(read_python(data), display, config, torch_floor(path.parent), project, module)
+            linted_file = LintedFile(
+                path, display, data, read_python(data), torch_floor(path.parent), project, module, []
+            )
+            linted_file.findings = linted_file.relint(linted_file.source, config)
+            findings += linted_file.findings
+            if on_file is not None:
+                on_file(linted_file)
         except (UnicodeDecodeError, LookupError):
             errors.append((display, "not text in the encoding it declares (UTF-8 unless a coding line says otherwise)"))
         except SyntaxError as exc:
-            errors.append((display, f"cannot parse: {exc.msg} (line {exc.lineno})"))
+            errors.append((display, f"cannot parse: {exc.msg}" + (f" (line {exc.lineno})" if exc.lineno else "")))
         except TooLarge as exc:
             skipped.append((display, f"not linted: {exc.strerror} (no Python source is that large)"))
         except OSError as exc:

@@ -14,7 +14,7 @@ from samebits.linter.checks.inference import resizes_to_fixed_size
 from samebits.linter.checks.models import FUNCTIONS, INFERENCE_METHODS, binds_eval, chain_base, is_eval_call, same_scope
 
 Summary = dict[str, Any]  # JSON: see summarize()
-SUMMARY_FORMAT = 5  # bump when summarize()'s output changes: cached summaries of another format are re-made
+SUMMARY_FORMAT = 6  # bump when summarize()'s output changes: cached summaries of another format are re-made
 
 
 def summarize(tree: ast.Module, source: str = "") -> Summary:

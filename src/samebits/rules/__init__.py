@@ -2,7 +2,10 @@
 
 A rule is a code (``SB1xx`` reproducibility, ``SB2xx`` performance, ``SB3xx`` memory, ``SB4xx``
 safety), a kebab-case name, a one-line message, and docs: what it does, why it matters, an
-example and the fix. ``--explain`` and ``docs/rules.md`` are both rendered from here.
+example and the fix. A static rule also says here whether ``samebits lint --fix`` fixes it and
+how (``autofix``), or why not (``no_autofix``); the code of each fix sits beside its check in
+``linter/checks/`` (a test keeps the two in step). ``--explain`` and ``docs/rules.md`` are both
+rendered from here.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ class Rule:
     example: str
     fix: str
     limits: str = ""  # what a static rule knows and does not (the "Known limits" section)
+    autofix: str = ""  # what `samebits lint --fix` does for a static rule; "" where it has no fix
+    no_autofix: str = ""  # why a static rule has no automatic fix
+    torchfix: str = ""  # TorchFix's code for the same mistake (a noqa comment naming it silences this rule too)
 
     @property
     def category(self) -> str:
@@ -53,9 +59,18 @@ class Rule:
                 "**Use instead.** " + self.fix,
                 "",
                 *(["**Known limits.** " + self.limits, ""] if self.limits else []),
+                *(["**Fix (`--fix`).** " + self.autofix, ""] if self.autofix else []),
+                *(["**No automatic fix.** " + self.no_autofix, ""] if self.no_autofix else []),
+                *([f"**TorchFix.** {TORCHFIX[self.torchfix]}", ""] if self.torchfix else []),
             ]
         )
 
+
+# What each TorchFix code that a rule maps to checks, against the rule (docs/lint.md's table).
+TORCHFIX = {
+    "TOR102": "`TOR102` flags every `torch.load` without `weights_only`; this rule only loads that unpickle anything (`weights_only=False`, or the default on torch older than 2.6). `# noqa: TOR102` silences it too. TorchFix's fix adds `weights_only=True` to every load, also to those that need pickle; this rule's fix only where the object is provably a state dict.",
+    "TOR401": "`TOR401` flags every `DataLoader` without `num_workers > 0`; this rule only those feeding a per-sample inference loop. `# noqa: TOR401` silences it too.",
+}
 
 R = Rule
 RULES: tuple[Rule, ...] = (
@@ -71,6 +86,7 @@ RULES: tuple[Rule, ...] = (
       os.environ["PYTHONHASHSEED"] = "0"
       """,
         "Set it before the interpreter starts: `samebits run --seed 0 -- python app.py`, or `PYTHONHASHSEED=0 python app.py`. Passing it in a child's `env=` is fine.",
+        autofix="Comments the statement out, with a comment above it pointing to `samebits run --seed 0 -- python ...`, where it is a one-line statement of its own that sets nothing else. Not in a file that starts processes (`subprocess`, `multiprocessing`, `concurrent.futures`, `os.system`/`exec*`/`spawn*`/`popen`, a DataLoader with workers): a child started from this process does read the variable.",
     ),
     R(
         "SB102",
@@ -84,19 +100,21 @@ RULES: tuple[Rule, ...] = (
       torch.backends.cudnn.determinstic = True
       """,
         "Spell the flag as torch does (`torch.backends.cudnn.deterministic = True`), or use `samebits.deterministic()`, which sets every flag by feature detection.",
+        no_autofix="The flag that was meant is a guess (the message names the closest); setting it changes what the program does, so the choice is yours.",
     ),
     R(
         "SB103",
         "benchmark-with-determinism",
         "static",
         "cudnn.benchmark = True in a file that asks for determinism",
-        "Finds `torch.backends.cudnn.benchmark = True` in a file that also calls `torch.use_deterministic_algorithms(True)`, sets `cudnn.deterministic = True` (or a misspelling of it, such as `determinstic` or `determinism`, which sets nothing but says the intent), or uses `samebits.deterministic`. In a file that seeds RNGs, any value but a false constant counts (`cudnn.deterministic = args.deterministic`); tuple assignments are unpacked.",
+        "Finds `torch.backends.cudnn.benchmark = True` in a file that also calls `torch.use_deterministic_algorithms(True)`, sets `cudnn.deterministic = True` (or a misspelling of it, such as `determinstic` or `determinism`, which sets nothing but says the intent), or uses `samebits.deterministic`. In a file that seeds RNGs, any value but a false constant counts (`cudnn.deterministic = args.deterministic`); tuple assignments are unpacked. Also `benchmark = True` set inside a function that seeds every RNG (torch's with Python's `random` or NumPy's: a seed-everything helper, whose job is runs that repeat); set elsewhere in a file that only seeds, it is taken as a deliberate trade of repeatability for speed (seeded training scripts do it), and not reported.",
         "Benchmark mode times several convolution algorithms at the first call of each shape and keeps the fastest; which one wins depends on noise, so two runs or processes can pick different kernels and give different bits.",
         """
       torch.use_deterministic_algorithms(True)
       torch.backends.cudnn.benchmark = True
       """,
         "Leave `cudnn.benchmark` off where bits must repeat (`samebits.deterministic()` does), or keep the trade-off explicit with `samebits.fast()`.",
+        no_autofix="Turning benchmark mode off costs speed: repeatable or fastest is your choice (`samebits.deterministic()` or `samebits.fast()`).",
     ),
     R(
         "SB104",
@@ -110,6 +128,7 @@ RULES: tuple[Rule, ...] = (
       loader = DataLoader(ds, shuffle=True, num_workers=4)
       """,
         "`DataLoader(ds, shuffle=True, num_workers=4, **samebits.dataloader_kwargs(seed))`, which passes a seeded `generator` and a `worker_init_fn` that seeds NumPy and `random` in each worker.",
+        no_autofix="The seed to pass comes from your program (which variable holds it is not known here).",
     ),
     R(
         "SB105",
@@ -123,6 +142,7 @@ RULES: tuple[Rule, ...] = (
       os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
       """,
         "Set it before the process starts: `samebits run -- python app.py` sets `:4096:8`, or set it at the very top of the entry script, before any CUDA work.",
+        no_autofix="Where it must go (before the process starts, or above the first CUDA use in the entry script) depends on how the program starts.",
     ),
     R(
         "SB106",
@@ -137,6 +157,7 @@ RULES: tuple[Rule, ...] = (
       """,
         "Seed first, then build: `samebits.seed_everything(0)` at the top of the scope, before any model or random tensor.",
         limits="A model counts as created when it is built here with fresh weights (a `torch.nn` layer, a class of the file or of your package, a torchvision or timm constructor, `from_config`); `from_pretrained`, `torch.load` and `torch.jit.load` bring their own weights.",
+        no_autofix="Moving the seed above the model moves a call across other statements, which may depend on the order.",
     ),
     R(
         "SB107",
@@ -152,7 +173,8 @@ RULES: tuple[Rule, ...] = (
           y = model(x)
       """,
         "Call `model.eval()` once after loading (it returns the model: `model = Net().eval()`).",
-        limits="A model is a name or `self.` attribute bound to: a `torch.nn` layer or an `nn.Module` class of the file; a torchvision constructor (`torchvision.models.*`, `.detection`, `.segmentation`, `.video`, `.quantization`, `.optical_flow`); `timm.create_model`; `torch.hub.load`; a transformers/diffusers `*.from_config` (training mode) or `*.from_pretrained` (eval mode already); an `nn.Module` class anywhere in the project (subclasses of project classes included), a function of the project that returns a model (also one made through a module-level registry of model classes, `MODELS[name](...)`), or a model made at a project module's top level and imported (`from model import model`; also an instance of a project class whose base the index cannot see, when it is `.eval()`'d there); outside the project, a class imported from your own package whose instance is `.load_state_dict`-ed, `.eval()`-ed or moved. The project is the nearest folder up with `.git`, `pyproject.toml` or `setup.py` (else the paths given), read from its AST (docs/lint.md). A model's call is `model(x)`, `model.forward(x)` or, on a model recognised from its binding (not a library object such as a `SentenceTransformer` or what a library's `load_model` returns, whose methods may handle eval and grad themselves), one of its inference methods (`generate`, `sample`, `predict`, `infer`, `inference`, `decode`, `encode`, `detect`; a transformers model's `generate` turns grad off itself and is not counted for grad). A wrapper (`nn.DataParallel`, `DistributedDataParallel`, FSDP, `torch.compile`, `torch.jit.trace`/`script`) keeps the wrapped model's mode (`fast = torch.compile(net)` of a model never eval'd is found at `fast`'s first call; `net.eval()` before or after wrapping counts, as the wrapper shares its modules), and so does a project class whose `__init__` evals the model it is given (`TracedModel(model)`); a name bound by a `for` loop or a comprehension (`[m(x) for m in models]`) or to a value of unknown origin (`models[0]`) has an unknown mode. Not models: tokenizers, processors, feature extractors, configs, schedulers (`*.from_pretrained` of those); `torch.nn` loss modules (`nn.CrossEntropyLoss`); a TorchScript file or a loader's result bound to a name that says preprocessing (`transform`, `preprocess`, `tokenizer`, ...); ultralytics models and `transformers.pipeline`/diffusers pipelines, which handle eval and grad themselves. `torch.jit.load`, `torch.load` of a whole model and `torch.export.load(...).module()` keep the mode they were saved in (unknown here). A `self.` attribute is its class's in every method; other names follow Python's scopes. Paths are followed inside each function (branches, loops, early returns, a function returning the model before `.eval()`); for a global or a `self.` attribute, `.eval()` anywhere in the file (class) counts, since the order of calls between functions is not known. A model passed to a function of the project is followed one call in (and on through the parameters it passes on): a function that evals its parameter leaves the caller's model in eval mode, one that runs it uses it at the call; a method of an object whose class is not known is matched by name only to remove a finding. A finding whose evidence is in another file names it (`made in model.py:12, never eval'd there`).",
+        autofix="Inserts `model.eval()` (the model's name as the call spells it) on the line after the model's last assignment before the call, at that assignment's indentation, where the assignment is a statement of its own lines in this file and the inserted line covers every path to the call (else the fix is not applied). Not for a model that is a parameter, comes from another file or is bound by a loop or `with`.",
+        limits="A model is a name or `self.` attribute bound to: a `torch.nn` layer or an `nn.Module` class of the file; a torchvision constructor (`torchvision.models.*`, `.detection`, `.segmentation`, `.video`, `.quantization`, `.optical_flow`); `timm.create_model`; `torch.hub.load`; a transformers/diffusers `*.from_config` (training mode) or `*.from_pretrained` (eval mode already); an `nn.Module` class anywhere in the project (subclasses of project classes included), a function of the project that returns a model (also one made through a module-level registry of model classes, `MODELS[name](...)`), or a model made at a project module's top level and imported (`from model import model`; also an instance of a project class whose base the index cannot see, when it is `.eval()`'d there); outside the project, a class imported from your own package whose instance is `.load_state_dict`-ed, `.eval()`-ed or moved. The project is the nearest folder up with `.git`, `pyproject.toml` or `setup.py` (else the paths given), read from its AST (docs/lint.md). A model's call is `model(x)`, `model.forward(x)` or, on a model recognised from its binding (not a library object such as a `SentenceTransformer` or what a library's `load_model` returns, whose methods may handle eval and grad themselves), one of its inference methods (`generate`, `sample`, `predict`, `infer`, `inference`, `decode`, `encode`, `detect`; a transformers model's `generate` turns grad off itself and is not counted for grad). A wrapper (`nn.DataParallel`, `DistributedDataParallel`, FSDP, `torch.compile`, `torch.jit.trace`/`script`) keeps the wrapped model's mode (`fast = torch.compile(net)` of a model never eval'd is found at `fast`'s first call; `net.eval()` before or after wrapping counts, as the wrapper shares its modules), and so does an `nn.Sequential`/`ModuleList`/`ModuleDict` made of one model or its modules alone (`vgg = nn.Sequential(*list(vgg.children())[:31])` after `vgg.eval()`: the children keep eval mode), and so does a project class whose `__init__` evals the model it is given (`TracedModel(model)`); a name bound by a `for` loop or a comprehension (`[m(x) for m in models]`) or to a value of unknown origin (`models[0]`) has an unknown mode. Not models: tokenizers, processors, feature extractors, configs, schedulers (`*.from_pretrained` of those); `torch.nn` loss modules (`nn.CrossEntropyLoss`); a TorchScript file or a loader's result bound to a name that says preprocessing (`transform`, `preprocess`, `tokenizer`, ...); ultralytics models and `transformers.pipeline`/diffusers pipelines, which handle eval and grad themselves. `torch.jit.load`, `torch.load` of a whole model and `torch.export.load(...).module()` keep the mode they were saved in (unknown here). A `self.` attribute is its class's in every method; other names follow Python's scopes. Paths are followed inside each function (branches, loops, early returns, a function returning the model before `.eval()`); for a global or a `self.` attribute, `.eval()` anywhere in the file (class) counts, since the order of calls between functions is not known. A model passed to a function of the project is followed one call in (and on through the parameters it passes on): a function that evals its parameter leaves the caller's model in eval mode, one that runs it uses it at the call; a method of an object whose class is not known is matched by name only to remove a finding. A finding whose evidence is in another file names it (`made in model.py:12, never eval'd there`).",
     ),
     R(
         "SB108",
@@ -165,6 +187,7 @@ RULES: tuple[Rule, ...] = (
       torch.use_deterministic_algorithms(True, warn_only=True)
       """,
         "Use `warn_only=False` where bits must repeat, and replace the ops it reports; keep `warn_only=True` only while surveying.",
+        no_autofix="`warn_only=False` makes an op without a deterministic kernel raise: the program may stop where it used to warn.",
     ),
     R(
         "SB109",
@@ -178,6 +201,7 @@ RULES: tuple[Rule, ...] = (
       torch.backends.cuda.matmul.allow_tf32 = True
       """,
         "Keep float32 at IEEE precision where bits matter (`samebits.deterministic()` sets it in both of torch's APIs).",
+        no_autofix="Turning TF32 off changes speed and every float32 result on Ampere and newer GPUs: the trade-off is yours.",
     ),
     R(
         "SB201",
@@ -191,7 +215,8 @@ RULES: tuple[Rule, ...] = (
           out = model(image.unsqueeze(0))
       """,
         "Batch the samples (`model(torch.stack(images))`), or use `samebits.Predictor(model).map(images, batch_size=32)`, which batches with outputs that do not depend on the batch.",
-        limits="A direct `unsqueeze(0)`/`[None]`/`[i:i+1]` argument is found in any loop. A batch of one made on an earlier line of the loop body, and a loop over a `DataLoader` whose batch size is 1 (given or by default, also when a function of the file returns it), are found only when the file's inputs have one fixed size (`Resize((h, w))`, a crop to a size, `cv2.resize(img, (w, h))`, PIL's `img.resize((w, h))`, or a call of a project function or class that does one of these, such as an imported `BaseTransform`): inputs of varying size cannot simply be stacked. A resize or crop applied only in a branch (`if args.crop_val:`) or a conditional expression does not fix the size.",
+        limits="A direct `unsqueeze(0)`/`[None]`/`[i:i+1]` argument is found in any loop. A batch of one made on an earlier line of the loop body, and a loop over a `DataLoader` whose batch size is 1 (given or by default, also when a function of the file returns it), are found only when the file's inputs have one fixed size (`Resize((h, w))`, a crop to a size, `cv2.resize(img, (w, h))`, PIL's `img.resize((w, h))` (with or without a resample argument), or a call of a project function or class that does one of these, such as an imported `BaseTransform`): inputs of varying size cannot simply be stacked. A resize or crop applied only in a branch (`if args.crop_val:`) or a conditional expression does not fix the size.",
+        no_autofix="Batching changes the loop's shape (stack the samples, run once, split the outputs), not one line.",
     ),
     R(
         "SB202",
@@ -206,6 +231,24 @@ RULES: tuple[Rule, ...] = (
       y = model(x)
       """,
         "Keep the result: `x = x.cuda()` (or `x = x.to(device)`).",
+        autofix="Assigns the result back: `x.cuda()` becomes `x = x.cuda()`, where the moved value is a name, an attribute or a subscript by a constant or a name (so that writing it twice evaluates nothing twice).",
+    ),
+    R(
+        "SB203",
+        "dataloader-main-process",
+        "static",
+        "a per-sample inference loop reads its samples in the main process (DataLoader without workers)",
+        "Finds a `DataLoader` of batch size 1 (given or by default) that loads in the main process (`num_workers` not given, or 0), iterated by a loop that runs a model, in a file that does inference and does not train (see SB107), over inputs that do not have one fixed size (where they do, SB201 says to batch them instead). Found at the `DataLoader(...)` call, also inside a function of the file that returns it.",
+        "Without worker processes the loader reads, decodes and transforms each sample in the main process between two forwards: the model, and the GPU, wait for every sample. Workers load the next samples while the model runs.",
+        """
+      loader = DataLoader(ImageFolder(root, transform=T.ToTensor()), batch_size=1)
+      with torch.inference_mode():
+          for image, _ in loader:
+              preds.append(model(image))
+      """,
+        '`DataLoader(ds, batch_size=1, num_workers=4)` (with `**samebits.dataloader_kwargs(seed)` where transforms are random), started under `if __name__ == "__main__":` where worker processes are spawned (macOS, Windows).',
+        no_autofix="The worker count depends on the machine, and workers need the `__main__` guard where processes are spawned and their own seeding (SB104).",
+        torchfix="TOR401",
     ),
     R(
         "SB301",
@@ -220,6 +263,7 @@ RULES: tuple[Rule, ...] = (
           preds.append(model(batch).argmax(1))
       """,
         "Run inference under `with torch.inference_mode():` (or decorate the function with `@torch.inference_mode()`).",
+        autofix="Wraps the statement that holds the call in `with torch.inference_mode():` (torch as the file imports it at its top), re-indented with the file's indentation (tabs or spaces); a statement right after such a block joins it. Not where the call sits in an `if`/`for`/`while`/`with` header, a lambda or a generator expression (it runs later), a statement with `yield` or `await` (inference mode would stay on in other code meanwhile), a line shared with another statement, a statement with a string literal spanning lines, or where the output is changed in place later in the function (inference tensors refuse that outside inference mode: wrap that code too, or use `torch.no_grad()`).",
         limits="A model is a name or `self.` attribute bound to: a `torch.nn` layer or an `nn.Module` class of the file; a torchvision constructor (`torchvision.models.*`, `.detection`, `.segmentation`, `.video`, `.quantization`, `.optical_flow`); `timm.create_model`; `torch.hub.load`; a transformers/diffusers `*.from_config` (training mode) or `*.from_pretrained` (eval mode already); an `nn.Module` class anywhere in the project (subclasses of project classes included), a function of the project that returns a model (also one made through a module-level registry of model classes, `MODELS[name](...)`), or a model made at a project module's top level and imported (`from model import model`; also an instance of a project class whose base the index cannot see, when it is `.eval()`'d there); outside the project, a class imported from your own package whose instance is `.load_state_dict`-ed, `.eval()`-ed or moved. The project is the nearest folder up with `.git`, `pyproject.toml` or `setup.py` (else the paths given), read from its AST (docs/lint.md). Not models: tokenizers, processors, feature extractors, configs, schedulers (`*.from_pretrained` of those); `torch.nn` loss modules (`nn.CrossEntropyLoss`); a TorchScript file or a loader's result bound to a name that says preprocessing (`transform`, `preprocess`, `tokenizer`, ...); ultralytics models and `transformers.pipeline`/diffusers pipelines, which handle eval and grad themselves. `torch.jit.load`, `torch.load` of a whole model and `torch.export.load(...).module()` keep the mode they were saved in (unknown here). A `self.` attribute is its class's in every method; other names follow Python's scopes. Besides, names that say model (`model`, `net`, `encoder`, `self.backbone`, ...) count unless bound to a non-model. Grad counts as off inside `with torch.no_grad()`/`inference_mode()`/`set_grad_enabled(False)` (not `inference_mode(False)`), after a bare `torch.set_grad_enabled(False)` or `torch.no_grad().__enter__()` statement in an enclosing body (at a script's top level: for its functions too) until one turning it back on (a bare `torch.no_grad()` call does nothing and does not count), in functions of which any enclosing one is decorated with them or with a decorator whose name ends in `no_grad` or `inference_mode` (`@smart_inference_mode()`), in functions this file or another project file calls under them (or passes, like a diffusion `model_fn`, to a project function that runs what it is given under them), with `Variable(x, volatile=True)` inputs (torch < 0.4), and for a model whose class in this file wraps its whole `forward` in `no_grad`. Grad turned on on purpose (`with torch.enable_grad():` around `torch.autograd.grad`, as classifier guidance does), and model calls in a function (or top-level code) that back-propagates itself (`score.backward()`, `torch.autograd.grad`: a saliency map), are not findings. An inference method (`model.sample(...)`) counts as grad-free when the model's class of this file turns grad off in that method (decorated, or its body one no_grad block), or, the class not known here, when every project method of that name does.",
     ),
     R(
@@ -227,13 +271,14 @@ RULES: tuple[Rule, ...] = (
         "outputs-kept-with-grad",
         "static",
         "model outputs kept in a list or dict outside no-grad without .detach()/.item()",
-        "Finds model outputs (a model call, or a name bound to one in the loop) appended to a list or stored in a dict, outside `no_grad`/`inference_mode`, without `.detach()`, `.item()`, `.tolist()` or `.numpy()`.",
+        'Finds model outputs (a model call, or a name bound to one, also each name unpacked from one: `logits, feats = model(x)`) appended to a list or stored in a dict, also inside a tuple, list or dict (`results.append((name, model(x)))`, `results += [model(x)]`), outside `no_grad`/`inference_mode`, without `.detach()`, `.item()`, `.tolist()` or `.numpy()`. A value that an inference method returns under a string key (`model.inference(x)["predictions"]`) is a post-processed result of unknown type and is not counted.',
         "Each kept output holds its whole autograd graph, with every intermediate activation: memory grows by one forward's activations per iteration until out-of-memory (`samebits doctor` measures how much on your model).",
         """
       for batch in loader:
           outputs.append(model(batch))
       """,
         "Keep plain values (`outputs.append(model(batch).detach())`, or `.item()` for a loss), or run under `torch.inference_mode()`.",
+        no_autofix="`.detach()`, `.item()` or `.cpu()` depends on what the kept value is for; SB301's fix (inference mode around the forward) removes the graph where it applies.",
     ),
     R(
         "SB401",
@@ -246,6 +291,8 @@ RULES: tuple[Rule, ...] = (
       state = torch.load("checkpoint.pt", weights_only=False)
       """,
         "`torch.load(path, weights_only=True)` for tensors and state dicts; safetensors (`safetensors.torch.load_file`) for weights you share.",
+        autofix="Passes `weights_only=True` (or turns `weights_only=False` into `True`) only where the loaded object is provably a state dict: the result goes straight into `load_state_dict(...)` (not with `strict=False`, which would ignore other entries), directly or through a name used for nothing else. Elsewhere (a checkpoint dict, a whole pickled model, `pickle_module=`) it is not fixed and `--fix` says why; nor where the project supports torch older than 1.13, whose `torch.load` has no `weights_only`.",
+        torchfix="TOR102",
         limits='The torch range comes from the nearest folder up to the repository root (`.git`) whose `pyproject.toml`, `requirements*.txt`, `setup.cfg` or `setup.py` (string literals, never run) has a `torch` requirement; `torchvision`, `torchaudio` or `torch-geometric` lines say nothing. `[tool.samebits.lint] torch = ">=1.13"` sets it explicitly and wins. In-file evidence of old torch (`Variable`, `volatile=`) counts too. With no torch requirement anywhere, a bare `torch.load` is not reported.',
     ),
     R(
@@ -260,6 +307,7 @@ RULES: tuple[Rule, ...] = (
           features = pickle.load(f)
       """,
         "Store tensors in safetensors or `.npy` (`numpy.load(..., allow_pickle=False)`), other data as JSON.",
+        no_autofix="No loader reads a pickle safely: the data must be saved in another format first.",
     ),
     # Runtime rules: measured by `samebits doctor`.
     R(

@@ -7,7 +7,8 @@ import difflib
 from collections.abc import Iterator
 
 from samebits.linter.checks.backend_flags import FLAGS
-from samebits.linter.checks.common import FileContext, Finding
+from samebits.linter.checks.common import FileContext, Finding, seeds_every_rng
+from samebits.linter.checks.models import same_scope
 
 
 def _backend_names(path: str) -> frozenset[str] | None:
@@ -30,11 +31,27 @@ def unknown_backend_flag(ctx: FileContext) -> Iterator[Finding]:
 
 
 def benchmark_with_determinism(ctx: FileContext) -> Iterator[Finding]:
-    if not ctx.asks_for_determinism():
-        return
+    asked = ctx.asks_for_determinism()
     for node, name, value in ctx.attribute_assignments():
-        if name.endswith("cudnn.benchmark") and isinstance(value, ast.Constant) and value.value is True:
+        if not (name.endswith("cudnn.benchmark") and isinstance(value, ast.Constant) and value.value is True):
+            continue
+        if asked:
             yield ctx.finding(node, "SB103")
+        elif (helper := _seeding_function(ctx, node)) is not None:
+            yield ctx.finding(
+                node,
+                "SB103",
+                f"cudnn.benchmark = True inside {helper}(), which seeds every RNG for runs that repeat: each run still times and picks its own convolution kernels",
+            )
+
+
+def _seeding_function(ctx: FileContext, node: ast.AST) -> str | None:
+    """The name of the function around ``node`` when it seeds every RNG (a seed-everything helper)."""
+    function = next((p for p in ctx.ancestors(node) if isinstance(p, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    if function is None:
+        return None
+    names = {n for c in same_scope(function) if isinstance(c, ast.Call) and (n := ctx.dotted(c.func))}
+    return function.name if seeds_every_rng(names) else None
 
 
 def deterministic_warn_only(ctx: FileContext) -> Iterator[Finding]:

@@ -7,12 +7,13 @@ import ast
 import dataclasses
 import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from samebits.errors import printable
 from samebits.linter.checks import grad
+from samebits.linter.checks.edits import Fix, Lines
 from samebits.linter.checks.models import Models, user_classes
 
 if TYPE_CHECKING:
@@ -52,7 +53,8 @@ SEED_CALLS = {
 
 @dataclasses.dataclass
 class Finding:
-    """One finding: where, which rule, and what exactly."""
+    """One finding: where, which rule, and what exactly; and what ``--fix`` would do about it
+    (``fix``), or why it would not (``no_fix``)."""
 
     path: str
     line: int
@@ -60,10 +62,16 @@ class Finding:
     code: str
     name: str
     message: str
+    fix: Fix | None = dataclasses.field(default=None, compare=False)
+    no_fix: str = dataclasses.field(default="", compare=False)
+    node: ast.AST | None = dataclasses.field(default=None, compare=False, repr=False)  # for its fixer, then dropped
 
     def text(self) -> str:
         """One line: ``path:line:col: CODE name message`` (a file name's control characters escaped)."""
         return f"{printable(self.path)}:{self.line}:{self.col}: {self.code} {self.name} {self.message}"
+
+
+Fixer = Callable[["FileContext", ast.AST], "Fix | str"]  # a rule's fix of the node it found, or why none
 
 
 class FileContext:
@@ -94,6 +102,11 @@ class FileContext:
         self.not_variables = set(self.aliases) | {
             n.name for n in self.nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
         }
+
+    @functools.cached_property
+    def lines(self) -> Lines:
+        """The source's physical lines, for fixes (checks/edits.py)."""
+        return Lines(self.source)
 
     @functools.cached_property
     def project(self) -> Project:
@@ -135,13 +148,15 @@ class FileContext:
         from samebits.rules import BY_CODE
 
         rule = BY_CODE[code]
+        line = getattr(node, "lineno", 1)
         return Finding(
             self.display,
-            getattr(node, "lineno", 1),
-            getattr(node, "col_offset", 0) + 1,
+            line,
+            self.lines.char_col(line, getattr(node, "col_offset", 0)) + 1,  # characters, not the AST's bytes
             code,
             rule.name,
             message or rule.message,
+            node=node,
         )
 
     def dotted(self, node: ast.AST) -> str | None:
@@ -198,6 +213,13 @@ class FileContext:
     def is_model_call(self, call: ast.AST) -> bool:
         """``model(x)`` / ``self.model(x)`` / ``model.forward(x)`` on a model (checks/models.py)."""
         return self.models.called_model(call) is not None
+
+    @functools.cached_property
+    def targets_old_torch(self) -> bool:
+        """In-file evidence of torch < 0.4: ``Variable`` imported or called, ``volatile=`` passed."""
+        return any(name.endswith("autograd.Variable") for name in self.aliases.values()) or any(
+            k.arg == "volatile" for c in self.calls for k in c.keywords
+        )
 
     @functools.cached_property
     def trains(self) -> bool:
@@ -282,6 +304,20 @@ class FileContext:
                     name = self.dotted(t) if isinstance(t, ast.Attribute) else None
                     if name:
                         yield node, name, v
+
+
+def loads_in_main_process(call: ast.Call) -> bool:
+    """A ``DataLoader(...)`` call without worker processes: ``num_workers`` not given, or 0."""
+    workers = next((k.value for k in call.keywords if k.arg == "num_workers"), None)
+    return workers is None or (isinstance(workers, ast.Constant) and workers.value == 0)
+
+
+def seeds_every_rng(names: set[str]) -> bool:
+    """Whether calls of these dotted ``names`` seed torch's RNG and Python's or NumPy's too
+    (``torch.manual_seed`` with ``random.seed`` or ``np.random.seed``): what a seed-everything
+    helper does, for runs that repeat."""
+    torch_seeded = any(n in SEED_CALLS and n.startswith("torch.") for n in names)
+    return torch_seeded and bool(names & {"random.seed", "numpy.random.seed"})
 
 
 def _determinism_attr(target: str) -> bool:

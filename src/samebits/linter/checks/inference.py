@@ -1,5 +1,6 @@
-"""SB107 missing-eval, SB201 per-sample-loop, SB202 discarded-to-result, SB301
-inference-without-no-grad, SB302 outputs-kept-with-grad: inference done wrong."""
+"""SB107 missing-eval, SB201 per-sample-loop, SB202 discarded-to-result, SB203
+dataloader-main-process, SB301 inference-without-no-grad, SB302 outputs-kept-with-grad:
+inference done wrong."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from samebits.linter.checks import grad
-from samebits.linter.checks.common import TENSOR_NAME, FileContext, Finding
-from samebits.linter.checks.models import FUNCTIONS, same_scope
+from samebits.linter.checks.common import TENSOR_NAME, FileContext, Finding, Fixer, loads_in_main_process
+from samebits.linter.checks.edits import Edit, Fix, indent_unit, spans_string_lines
+from samebits.linter.checks.models import FUNCTIONS, INFERENCE_METHODS, same_scope
 
 MOVES = ("to", "cuda", "cpu", "half", "float", "double", "bfloat16", "contiguous", "long", "int", "pin_memory")
 DETACHED = ("detach", "item", "tolist", "numpy", "argmax", "argmin")
@@ -331,7 +333,7 @@ def _fixed_size(ctx: FileContext) -> bool:
 def resizes_to_fixed_size(ctx: FileContext, calls: list[ast.Call]) -> bool:
     """Whether one of ``calls`` makes every input one size on every path: a ``Resize`` to (h, w),
     a crop to a size (``CenterCrop``, ``RandomResizedCrop``, ``RandomCrop``), ``cv2.resize`` to
-    (w, h), PIL's ``img.resize((w, h))``. One applied only in
+    (w, h), PIL's ``img.resize((w, h))`` (a resample argument or not). One applied only in
     a branch (``if args.crop_val:``) leaves the other path's sizes free."""
     pairs = {
         n
@@ -358,8 +360,8 @@ def resizes_to_fixed_size(ctx: FileContext, calls: list[ast.Call]) -> bool:
             return True  # torchvision (h, w); albumentations h, w
         if last == "resize" and (pair(call.args[1] if len(call.args) >= 2 else keywords.get("dsize"))):
             return True  # cv2.resize(img, (w, h)), skimage's resize(img, (h, w))
-        if last == "resize" and isinstance(call.func, ast.Attribute) and len(call.args) == 1 and pair(size):
-            return True  # PIL: img.resize((w, h))
+        if last == "resize" and isinstance(call.func, ast.Attribute) and pair(size):
+            return True  # PIL: img.resize((w, h)), img.resize((w, h), Image.BILINEAR)
     return False
 
 
@@ -376,21 +378,21 @@ def _optional(ctx: FileContext, node: ast.AST) -> bool:
     return False
 
 
-def _batch_of_one_loaders(ctx: FileContext) -> set[str]:
+def _batch_of_one_loaders(ctx: FileContext) -> dict[str, ast.Call]:
     """Names bound to ``DataLoader(...)`` with batch size 1 (given, or the default), directly or
-    through a function of this file that returns one."""
+    through a function of this file that returns one, each with its ``DataLoader(...)`` call."""
 
-    def one(node: ast.AST) -> bool:
+    def one(node: ast.AST) -> ast.Call | None:
         if not (isinstance(node, ast.Call) and (ctx.dotted(node.func) or "").endswith("DataLoader")):
-            return False
+            return None
         keywords = {k.arg: k.value for k in node.keywords}
         if None in keywords or "batch_sampler" in keywords or len(node.args) > 1:
-            return False
+            return None
         size = keywords.get("batch_size")
-        return size is None or (isinstance(size, ast.Constant) and size.value == 1)
+        return node if size is None or (isinstance(size, ast.Constant) and size.value == 1) else None
 
-    names: set[str] = set()
-    returned: dict[str, list[bool]] = {}
+    names: dict[str, ast.Call] = {}
+    returned: dict[str, list[ast.Call | None]] = {}
     for function in ctx.nodes:
         if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for node in ast.walk(function):
@@ -403,23 +405,25 @@ def _batch_of_one_loaders(ctx: FileContext) -> set[str]:
         for target in node.targets:
             elts = target.elts if isinstance(target, ast.Tuple) else [target]
             call = node.value
-            if one(call) and len(elts) == 1:
-                names.update(n for n in [ctx.name_of(elts[0])] if n)
+            made = one(call)
+            if made is not None and len(elts) == 1:
+                names.update({n: made for n in [ctx.name_of(elts[0])] if n})
             elif isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in returned:
-                flags = returned[call.func.id]
-                if len(flags) == len(elts):
-                    names.update(n for e, f in zip(elts, flags) if f and (n := ctx.name_of(e)))
+                loaders = returned[call.func.id]
+                if len(loaders) == len(elts):
+                    names.update({n: c for e, c in zip(elts, loaders) if c is not None and (n := ctx.name_of(e))})
     return names
 
 
-def _loop_iterates(ctx: FileContext, loop: ast.AST, names: set[str]) -> bool:
-    """``for x in loader`` / ``enumerate(loader)`` / ``tqdm(loader)`` over one of ``names``."""
+def _loop_source(ctx: FileContext, loop: ast.AST) -> str | None:
+    """The name a ``for`` loop iterates: ``loader`` of ``for x in loader`` / ``enumerate(loader)`` /
+    ``tqdm(loader)``."""
     if not isinstance(loop, (ast.For, ast.AsyncFor)):
-        return False
+        return None
     it = loop.iter
     while isinstance(it, ast.Call) and it.args:
         it = it.args[0]
-    return ctx.name_of(it) in names
+    return ctx.name_of(it)
 
 
 def _one_sample_names(ctx: FileContext, loop: ast.AST) -> set[str]:
@@ -437,7 +441,7 @@ def _one_sample_names(ctx: FileContext, loop: ast.AST) -> set[str]:
 
 def per_sample_loop(ctx: FileContext) -> Iterator[Finding]:
     fixed = None
-    loaders: set[str] | None = None
+    loaders: dict[str, ast.Call] | None = None
     for call in ctx.calls:
         if not ctx.is_model_call(call) or _in_forward(ctx, call):
             continue
@@ -463,11 +467,35 @@ def per_sample_loop(ctx: FileContext) -> Iterator[Finding]:
                 "SB201",
                 f"{ast.unparse(call.func)} is called on one sample per iteration ({ast.unparse(arg)} was made a batch of one above) although the inputs have one fixed size: batch the samples",
             )
-        elif _loop_iterates(ctx, loop, loaders):
+        elif _loop_source(ctx, loop) in loaders:
             yield ctx.finding(
                 call,
                 "SB201",
                 f"{ast.unparse(call.func)} is called once per sample: the DataLoader has batch size 1 (given or by default) over fixed-size inputs; pass batch_size=",
+            )
+
+
+def dataloader_main_process(ctx: FileContext) -> Iterator[Finding]:
+    """SB203: a per-sample inference loop over a ``DataLoader`` that loads in the main process,
+    over inputs that cannot simply be batched (of one fixed size, SB201 says batch them)."""
+    if not ctx.inference_file:
+        return
+    loaders: dict[str, ast.Call] | None = None
+    reported: set[int] = set()
+    for call in ctx.calls:
+        if not ctx.is_model_call(call) or _in_forward(ctx, call) or (loop := ctx.in_loop(call)) is None:
+            continue
+        if loaders is None:
+            if _fixed_size(ctx):
+                return
+            loaders = {n: c for n, c in _batch_of_one_loaders(ctx).items() if loads_in_main_process(c)}
+        loader = loaders.get(_loop_source(ctx, loop) or "")
+        if loader is not None and id(loader) not in reported:
+            reported.add(id(loader))
+            yield ctx.finding(
+                loader,
+                "SB203",
+                f"this DataLoader feeds {ast.unparse(call.func)} one sample at a time from the main process (num_workers 0): each forward waits for its sample to be read and transformed; pass num_workers=N so that workers load ahead",
             )
 
 
@@ -483,8 +511,16 @@ def _carries_graph(ctx: FileContext, expr: ast.AST, tainted: set[str]) -> bool:
         and expr.func.id in ("float", "int", "bool", "len", "str")
     ):
         return False
+    if isinstance(expr, ast.Subscript) and _method_result_by_key(ctx, expr):
+        return False
     if ctx.is_model_call(expr):
         return True
+    if isinstance(expr, (ast.Tuple, ast.List, ast.Set)):
+        return any(_carries_graph(ctx, e, tainted) for e in expr.elts)  # (name, model(x)): kept inside
+    if isinstance(expr, ast.Dict):
+        return any(_carries_graph(ctx, v, tainted) for v in expr.values)
+    if isinstance(expr, ast.Starred):
+        return _carries_graph(ctx, expr.value, tainted)
     name = ctx.name_of(expr)
     if name is not None:
         return name in tainted
@@ -500,6 +536,21 @@ def _carries_graph(ctx: FileContext, expr: ast.AST, tainted: set[str]) -> bool:
     return False
 
 
+def _method_result_by_key(ctx: FileContext, expr: ast.Subscript) -> bool:
+    """``model.inference(x)["predictions"]``: a value an inference method (not the forward) returns
+    under a string key, a post-processed result (labels, strings, boxes) of a type not known here."""
+    key = expr.slice
+    call = expr.value
+    return (
+        isinstance(key, ast.Constant)
+        and isinstance(key.value, str)
+        and isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and call.func.attr in INFERENCE_METHODS
+        and ctx.is_model_call(call)
+    )
+
+
 def _propagates(ctx: FileContext, call: ast.Call) -> bool:
     """Calls whose result carries the graph of their arguments: torch functions and losses."""
     name = ctx.dotted(call.func) or ""
@@ -507,11 +558,24 @@ def _propagates(ctx: FileContext, call: ast.Call) -> bool:
     return name.startswith(("torch.", "F.")) or "loss" in last or "criterion" in last
 
 
+def _graph_targets(ctx: FileContext, assign: ast.Assign, tainted: set[str]) -> list[ast.expr]:
+    """The targets of ``assign`` that receive a value carrying a graph: each of ``logits, feats =
+    model(x)``, only ``out`` of ``name, out = path, model(x)``."""
+    found: list[ast.expr] = []
+    value = assign.value
+    for target in assign.targets:
+        if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts):
+            found += [t for t, v in zip(target.elts, value.elts) if _carries_graph(ctx, v, tainted)]
+        elif _carries_graph(ctx, value, tainted):
+            found += target.elts if isinstance(target, ast.Tuple) else [target]
+    return found
+
+
 def outputs_kept_with_grad(ctx: FileContext) -> Iterator[Finding]:
     tainted: set[str] = set()
     for assign in sorted((n for n in ctx.nodes if isinstance(n, ast.Assign)), key=lambda n: n.lineno):
-        if not ctx.under_no_grad(assign) and _carries_graph(ctx, assign.value, tainted):
-            tainted.update(n for n in (ctx.name_of(t) for t in assign.targets) if n)
+        if not ctx.under_no_grad(assign):
+            tainted.update(n for n in map(ctx.name_of, _graph_targets(ctx, assign, tainted)) if n)
     safe = GradFree.of(ctx)
     for node in ctx.nodes:
         kept: ast.AST | None = None
@@ -542,5 +606,183 @@ CHECKS = (
     ("SB301", inference_without_no_grad),
     ("SB107", missing_eval),
     ("SB201", per_sample_loop),
+    ("SB203", dataloader_main_process),
     ("SB302", outputs_kept_with_grad),
 )
+
+
+# -- fixes (samebits lint --fix; the registry's Rule.autofix says what each does)
+
+
+def _plain(node: ast.AST) -> bool:
+    """A name, ``self.x``, ``batch["x"]``, ``xs[i]``: written twice, evaluated twice to no effect."""
+    if isinstance(node, ast.Name):
+        return True
+    if isinstance(node, ast.Attribute):
+        return _plain(node.value)
+    if isinstance(node, ast.Subscript):
+        keys = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        return _plain(node.value) and all(isinstance(k, (ast.Constant, ast.Name)) for k in keys)
+    return False
+
+
+def fix_discarded_to_result(ctx: FileContext, node: ast.AST) -> Fix | str:
+    """SB202's fix: ``x.cuda()`` -> ``x = x.cuda()``."""
+    func = node.value.func  # type: ignore[attr-defined]
+    target = func.value
+    text = ast.get_source_segment(ctx.source, target)
+    if not _plain(target) or text is None or target.lineno != target.end_lineno:
+        return f"{ast.unparse(target)} is not a plain name, attribute or subscript: bind it to a name first"
+    line, col = ctx.lines.start(node)
+    return Fix(f"assign the result: {text} = {text}.{func.attr}(...)", (Edit(line, col, line, col, f"{text} = "),))
+
+
+def fix_missing_eval(ctx: FileContext, call: ast.AST) -> Fix | str:
+    """SB107's fix: ``model.eval()`` on the line after the model's last assignment before the call."""
+    models = ctx.models
+    model = models.called_model(call)
+    if model is None and isinstance(call, ast.Call):  # run by a project function: the model it is given
+        model = next((a for a in call.args if models.is_model(a) and models.starts_in_training(a)), None)
+    key = models.key(model) if model is not None else None
+    if model is None or key is None:
+        return "the model is not a name or self. attribute of this file"
+    name = ctx.name_of(model)
+    bindings = [
+        n
+        for n in ctx.nodes
+        if isinstance(n, (ast.Assign, ast.AnnAssign))
+        and n.value is not None
+        and any(models.key(e) == key for t in _targets(n) for e in (t.elts if isinstance(t, ast.Tuple) else [t]))
+    ]
+    if not bindings:
+        return f"{name} is not assigned in this file (a parameter, an import, a loop or with variable): call {name}.eval() where it is made"
+    where = (call.lineno, call.col_offset)  # type: ignore[attr-defined]
+    last = max(
+        [b for b in bindings if (b.lineno, b.col_offset) < where] or bindings, key=lambda b: (b.lineno, b.col_offset)
+    )
+    if not ctx.lines.alone(last):
+        return f"{name}'s assignment (line {last.lineno}) shares its line with another statement"
+    end = last.end_lineno or last.lineno
+    text = f"{ctx.lines.newline(end)}{ctx.lines.indent(last.lineno)}{name}.eval()"
+    column = len(ctx.lines[end])
+    return Fix(f"call {name}.eval() after its last assignment", (Edit(end, column, end, column, text),))
+
+
+def _targets(node: ast.Assign | ast.AnnAssign) -> list[ast.expr]:
+    return node.targets if isinstance(node, ast.Assign) else [node.target]
+
+
+COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)  # fmt: skip
+LATER = (ast.Lambda, ast.GeneratorExp)  # code that runs after the statement, outside a with around it
+
+
+INFERENCE_MODE_SINCE = (1, 9)  # the first torch with torch.inference_mode
+
+
+def _grad_off_block(ctx: FileContext) -> tuple[str | None, str]:
+    """The context manager that turns grad off, as the file's top-level imports spell it
+    (``T.inference_mode()`` after ``import torch as T``; ``inference_mode()`` after ``from torch
+    import inference_mode``): ``inference_mode``, or ``no_grad`` where the project supports torch
+    older than 1.9. ``(None, why)`` where there is none to write."""
+    if ctx.targets_old_torch:
+        return (
+            None,
+            "the code is written for torch < 0.4 (Variable, volatile=), which has neither no_grad nor inference_mode",
+        )
+    old = ctx.project_min_torch is not None and ctx.project_min_torch < INFERENCE_MODE_SINCE
+    wanted = "no_grad" if old else "inference_mode"
+    for stmt in ctx.tree.body:
+        if isinstance(stmt, ast.Import):
+            for a in stmt.names:
+                if a.name == "torch" or (a.asname is None and a.name.startswith("torch.")):
+                    return f"{a.asname or 'torch'}.{wanted}()", ""
+        elif isinstance(stmt, ast.ImportFrom) and stmt.module == "torch" and not stmt.level:
+            for a in stmt.names:
+                if a.name == wanted:
+                    return f"{a.asname or a.name}()", ""
+    return None, "torch is not imported at the top of the file (import torch)"
+
+
+def _changed_in_place(ctx: FileContext, stmt: ast.stmt) -> ast.AST | None:
+    """A later statement of the same function that changes a name ``stmt`` binds in place
+    (``y += 1``, ``y[0] = 0``, ``y.add_(1)``): inference tensors refuse that outside inference mode."""
+    bound = {
+        e.id
+        for t in (stmt.targets if isinstance(stmt, ast.Assign) else [getattr(stmt, "target", None)])
+        for e in (t.elts if isinstance(t, ast.Tuple) else [t])
+        if isinstance(e, ast.Name)
+    }
+    scope = _function_of(ctx, stmt) or ctx.tree
+    for node in ast.walk(scope):
+        if not bound or getattr(node, "lineno", 0) <= (stmt.end_lineno or stmt.lineno):
+            continue
+        base: ast.AST | None = None
+        if isinstance(node, ast.AugAssign):
+            base = node.target
+        elif isinstance(node, ast.Assign):
+            base = next((t.value for t in node.targets if isinstance(t, ast.Subscript)), None)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            attr = node.func.attr
+            base = node.func.value if attr.endswith("_") and not attr.startswith("_") else None
+        while isinstance(base, (ast.Subscript, ast.Attribute)):
+            base = base.value
+        if isinstance(base, ast.Name) and base.id in bound:
+            return node
+    return None
+
+
+def fix_inference_without_no_grad(ctx: FileContext, call: ast.AST) -> Fix | str:
+    """SB301's fix: the statement holding the call wrapped in ``with torch.inference_mode():``."""
+    mode, why = _grad_off_block(ctx)
+    if mode is None:
+        return why
+    stmt = next(p for p in ctx.ancestors(call) if isinstance(p, ast.stmt))
+    if isinstance(stmt, COMPOUND) or type(stmt).__name__ in ("Match", "TryStar"):
+        return f"the call is in the header of a {type(stmt).__name__.lower()} statement: wrap the block by hand"
+    path = list(ctx.ancestors(call))
+    if any(isinstance(p, LATER) for p in path[: path.index(stmt)]):
+        return "the call is in a lambda or generator expression, which runs later, outside the block"
+    if any(isinstance(n, (ast.Yield, ast.YieldFrom, ast.Await)) for n in ast.walk(stmt)):
+        return "the statement yields or awaits: inference mode would stay on in other code meanwhile"
+    if not ctx.lines.alone(stmt):
+        return "the statement shares its line with another"
+    if spans_string_lines(stmt):
+        return "a string literal in the statement spans lines, which re-indenting could change"
+    changed = _changed_in_place(ctx, stmt) if "inference_mode" in mode else None
+    if changed is not None:
+        return f"its output is changed in place at line {changed.lineno}, which an inference tensor refuses outside inference mode: wrap that code too, or use torch.no_grad()"  # type: ignore[attr-defined]
+    lines = ctx.lines
+    indent = lines.indent(stmt.lineno)
+    unit = indent_unit(ctx.tree, lines, indent)
+    body = [unit + t if t.strip() else t for t in lines.text[stmt.lineno - 1 : stmt.end_lineno]]
+    joined = "".join(t + lines.ends[stmt.lineno - 1 + i] for i, t in enumerate(body[:-1])) + body[-1]
+    if _after_own_block(ctx, stmt, mode):
+        return Fix(f"run the statement in the {mode} block just above", (lines.whole(stmt, joined),))
+    header = f"{indent}with {mode}:{lines.newline(stmt.lineno)}"
+    return Fix(f"wrap the statement in with {mode}:", (lines.whole(stmt, header + joined),))
+
+
+def _after_own_block(ctx: FileContext, stmt: ast.stmt, mode: str) -> bool:
+    """``stmt`` comes right after (on the next line) a ``with <mode>:`` block of one item at its
+    own level, such as this fix makes: it can join that block."""
+    parent = ctx.parents.get(stmt)
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(parent, field, None)
+        if isinstance(block, list) and stmt in block and block.index(stmt) > 0:
+            before = block[block.index(stmt) - 1]
+            return (
+                isinstance(before, ast.With)
+                and len(before.items) == 1
+                and before.items[0].optional_vars is None
+                and ast.unparse(before.items[0].context_expr) == mode
+                and before.end_lineno == stmt.lineno - 1
+                and ctx.lines.indent(before.lineno) == ctx.lines.indent(stmt.lineno)
+            )
+    return False
+
+
+FIXES: dict[str, Fixer] = {
+    "SB107": fix_missing_eval,
+    "SB202": fix_discarded_to_result,
+    "SB301": fix_inference_without_no_grad,
+}

@@ -45,6 +45,7 @@ FUNCTION = Source("a function of this file that returns a model", True)
 INFERENCE_METHODS = ("generate", "sample", "predict", "infer", "inference", "decode", "encode", "detect")
 WRAPPED = Source("a wrapper of another model (it keeps that model's mode)", None)
 WRAPPERS = ("DataParallel", "DistributedDataParallel", "torch.compile", "FullyShardedDataParallel")
+CONTAINERS = ("Sequential", "ModuleList", "ModuleDict")  # nn containers: no mode-dependent layer of their own
 
 # Library constructors, matched on the dotted name (import aliases resolved). Documented in the
 # rules' "Known limits".
@@ -362,11 +363,39 @@ class Models:
         return None
 
     def wrapped(self, value: ast.AST) -> Key | None:
-        """The key of the model that ``value`` wraps (``torch.compile(model)``, ``DataParallel(net)``)."""
+        """The key of the model whose mode ``value`` shares: the model it wraps
+        (``torch.compile(model)``, ``DataParallel(net)``), or the one whose modules it is rebuilt
+        from (:meth:`rebuilt_from`)."""
         base = chain_base(value)
         if isinstance(base, ast.Call) and base.args and source_of_call(self.ctx, base) is WRAPPED:
             return self.key(chain_base(base.args[0]))
-        return None
+        return self.rebuilt_from(base)
+
+    def rebuilt_from(self, value: ast.AST) -> Key | None:
+        """``nn.Sequential(*list(vgg.children())[:31])``, ``nn.ModuleList(net.features)``: a
+        container made of one model or its own modules, which keep that model's mode (a container
+        adds no Dropout or BatchNorm of its own). The key of that model, when every argument is
+        made from it alone."""
+        if not (isinstance(value, ast.Call) and value.args and not value.keywords):
+            return None
+        name = self.ctx.dotted(value.func) or ""
+        if not (name.startswith(("torch.nn.", "nn.")) and name.rsplit(".", 1)[-1] in CONTAINERS):
+            return None
+        found: set[Key] = set()
+        for arg in value.args:
+            part = arg.value if isinstance(arg, ast.Starred) else arg
+            models = {
+                k
+                for n in ast.walk(part)
+                if isinstance(n, (ast.Name, ast.Attribute))
+                and self.ctx.name_of(n) is not None
+                and self.is_model(n)
+                and (k := self.key(n)) is not None
+            }
+            if len(models) != 1:
+                return None  # a fresh layer (``nn.Dropout()``), or modules of two models
+            found |= models
+        return found.pop() if len(found) == 1 else None
 
     def _returned(self, call: ast.Call) -> list[Source | None] | None:
         func = call.func
@@ -394,7 +423,7 @@ class Models:
                             if source not in self.sources.setdefault(key, []):
                                 self.sources[key].append(source)
                             if source in (FILE_CLASS, SELF_EVAL_CLASS) and len(names) == 1:
-                                self.classes[key] = (self.ctx.dotted(chain_base(node.value).func) or "").rsplit(".")[-1]  # type: ignore[attr-defined]
+                                self._class_from(key, chain_base(node.value))
                             inner = self.wrapped(node.value) if len(names) == 1 else None
                             if inner is not None and inner != key:
                                 self.wrappers[key] = inner
@@ -404,6 +433,14 @@ class Models:
                             self.unknown.add(key)
         for function in [n for n in self.ctx.nodes if isinstance(n, FUNCTIONS)]:
             self.returns[id(function)] = self._summary(function)
+
+    def _class_from(self, key: Key, base: ast.AST) -> None:
+        """Record the class of this file that made the model ``key`` is bound to: ``Net`` of
+        ``Net(...)``, or the class of the model it is copied from (``model = model.to(device)``)."""
+        if isinstance(base, ast.Call):
+            self.classes[key] = (self.ctx.dotted(base.func) or "").rsplit(".")[-1]
+        elif (found := self.classes.get(self.key(base) or (0, ""))) is not None:
+            self.classes[key] = found
 
     def _summary(self, function: ast.AST) -> list[Source | None]:
         returns: list[tuple[ast.AST, set[Key]]] = []
@@ -466,8 +503,8 @@ class Models:
             return not all(s.manages_grad for s in found)
         if key in self.not_models or key[1] in self.ctx.tensors:
             return False
-        if isinstance(node, ast.Name) and node.id in self.ctx.not_variables:
-            return False
+        if isinstance(node, ast.Name) and (node.id in self.ctx.not_variables or _class_name(node.id)):
+            return False  # Net(...) of a class defined elsewhere builds a model, it runs none
         return bool(MODULE_NAME.search(key[1].removeprefix("self.")))
 
     def called_model(self, call: ast.AST) -> ast.AST | None:
@@ -506,6 +543,11 @@ class Models:
         for scope in scopes:
             Flow(self, scope, on_use=lambda call, key, name, via: found.setdefault(key, (call, name, via))).run()
         return sorted(found.values(), key=lambda item: (item[0].lineno, item[0].col_offset))
+
+
+def _class_name(name: str) -> bool:
+    """``Net``, ``UNet``: a CamelCase name, by convention a class (``MODEL`` is a constant)."""
+    return name[:1].isupper() and not name.isupper()
 
 
 FUNCTION_EVAL = Source("a function of this file that returns it in eval mode", False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from samebits.linter.checks.common import RANDOM_TENSOR, SEED_CALLS, FileContext, Finding
+from samebits.linter.checks.common import RANDOM_TENSOR, SEED_CALLS, FileContext, Finding, loads_in_main_process
 from samebits.linter.checks.models import PRETRAINED, same_scope, source_of_call
 
 
@@ -19,8 +19,7 @@ def dataloader_workers_unseeded(ctx: FileContext) -> Iterator[Finding]:
         keywords = {k.arg: k.value for k in call.keywords}
         if None in keywords:  # **kwargs: cannot tell
             continue
-        workers = keywords.get("num_workers")
-        if workers is None or (isinstance(workers, ast.Constant) and workers.value == 0):
+        if loads_in_main_process(call):
             continue
         if "worker_init_fn" not in keywords and "generator" not in keywords:
             # either one is the worker seeding handled: a seeded generator fixes each worker's base
