@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import importlib.machinery
+import importlib.util
+import os
 import subprocess
 import sys
 import textwrap
@@ -26,7 +28,7 @@ from samebits.runtime.backends.base import BackendUnavailable
 
 REPO = Path(__file__).resolve().parent.parent
 H200 = SimpleNamespace(name="NVIDIA H200", major=9, minor=0, multi_processor_count=132, total_memory=141 * 2**30)
-NO_GPU = "needs a CUDA GPU (none is lent to this project yet): bench/gpu_verify.py runs it as a row"
+NO_GPU = "needs a CUDA GPU (none is lent to this project yet; bench/gpu_verify.py is the prepared run)"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -558,3 +560,103 @@ def test_on_cuda_half_precision_attention_is_within_torchs_math_error(dtype):
         torchs = (F.scaled_dot_product_attention(q, k, v).double() - exact).abs().max()
     ours = (fixed_order.attention(q, k, v).double() - exact).abs().max()
     assert ours <= 1.5 * torchs
+
+
+@pytest.mark.skipif(
+    not torch.cuda.is_available() or importlib.util.find_spec("torch_tensorrt") is None,
+    reason="needs a CUDA GPU and torch_tensorrt (none is lent to this project yet)",
+)
+def test_on_cuda_a_tensorrt_build_holds_an_engine(tmp_path):
+    from samebits.models.inputs import ModelInputs
+    from samebits.runtime.backends import build
+    from samebits.runtime.backends.tensorrt import graph_split
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU()).eval().cuda()
+    built = build("tensorrt", model, ModelInputs((torch.randn(2, 8, device="cuda"),), {}), tmp_path, "k", device="cuda")
+    assert graph_split(torch.export.load(str(built.artifact)).graph)[0] >= 1
+
+
+@needs_cuda
+def test_on_cuda_onnx_runtimes_session_runs_the_cuda_provider_first(tmp_path):
+    ort = pytest.importorskip("onnxruntime")
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        pytest.skip("needs onnxruntime-gpu's CUDA provider")
+    from samebits.models.inputs import ModelInputs
+    from samebits.runtime.backends import build
+
+    model = torch.nn.Linear(4, 2).eval().cuda()
+    built = build(
+        "onnxruntime", model, ModelInputs((torch.randn(2, 4, device="cuda"),), {}), tmp_path, "k", device="cuda:0"
+    )
+    assert built.runner.session.session.get_providers()[0] == "CUDAExecutionProvider"
+
+
+@needs_cuda
+def test_on_cuda_a_middle_dim_softmax_is_dense_and_safe_softmax_reaches_the_kernels(monkeypatch):
+    x = torch.randn(4, 10, 7, device="cuda")
+    with torch.inference_mode(), samebits.batch_invariant():
+        assert torch.softmax(x, 1).stride() == (70, 7, 1)
+    ran = []
+    real = fixed_order.call
+    monkeypatch.setattr(fixed_order, "call", lambda f, *a: ran.append(f) or real(f, *a))
+    q = torch.randn(2, 2, 5, 8, device="cuda")
+    with torch.no_grad(), samebits.batch_invariant():  # outside inference_mode: _safe_softmax
+        F.scaled_dot_product_attention(q, q, q, attn_mask=torch.ones(5, 5, dtype=torch.bool, device="cuda"))
+    assert ran
+
+
+@needs_cuda
+def test_on_cuda_fp_fusion_is_pinned_whatever_tritons_default():
+    code = (
+        "import torch, samebits\n"
+        "torch.manual_seed(0)\n"
+        "x, w = torch.randn(64, 257, device='cuda'), torch.randn(33, 257, device='cuda')\n"
+        "with torch.inference_mode(), samebits.batch_invariant():\n"
+        "    print(samebits.digest(torch.nn.functional.linear(x, w).cpu()))\n"
+    )
+    digests = {
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+            env={**os.environ, "TRITON_DEFAULT_FP_FUSION": default},
+        ).stdout.strip()
+        for default in ("0", "1")
+    }  # fmt: skip
+    assert len(digests) == 1
+
+
+@needs_cuda
+def test_on_cuda_timing_waits_for_queued_kernels():
+    torch.cuda.synchronize()
+    torch.cuda._sleep(200_000_000)  # a kernel that spins ~0.1 s
+    import time
+
+    started = time.perf_counter()
+    timing._device_sync()()
+    assert time.perf_counter() - started > 0.02
+
+
+@needs_cuda
+def test_on_cuda_running_out_of_memory_within_a_share_ends_the_search():
+    from samebits.models.inputs import ModelInputs
+
+    class Outer(torch.nn.Module):
+        def forward(self, x):
+            return (x[:, :, None] * x[:, None, :]).sum(-1)
+
+    total = torch.cuda.get_device_properties(0).total_memory
+    torch.cuda.set_per_process_memory_fraction(2**30 / total)
+    try:
+        best, measured = memory.largest_batch(
+            Outer(), lambda n: ModelInputs((torch.randn(n, 1024, device="cuda"),), {}), 10**7, "cuda"
+        )
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0)
+    assert best == max(measured) < 4096
+
+
+@needs_cuda
+def test_on_a_gpu_machine_triton_is_the_one_torch_requires():
+    import importlib.metadata
+
+    pin = next(r for r in importlib.metadata.requires("torch") or [] if r.startswith("triton"))
+    assert importlib.metadata.version("triton") in pin and "+cpu" not in torch.__version__
