@@ -21,6 +21,8 @@ from samebits.models.inputs import ModelInputs
 def test_the_default_budget_on_a_gpu_is_a_quarter_of_its_free_memory(monkeypatch):
     asked = []
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda d: asked.append(d) or (8 * 2**30, 80 * 2**30))
+    monkeypatch.setattr(torch.cuda, "get_per_process_memory_fraction", lambda d: 1.0, raising=False)  # unset
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda d: 2**30)
     assert memory.default_memory_cap_mb("cuda:1") == 2048.0 and asked == [torch.device("cuda:1")]
     assert memory.default_memory_cap_mb("cpu") <= 2048.0 and len(asked) == 1  # RAM for the CPU
 
@@ -91,7 +93,7 @@ def test_tensorrt_builds_fp32_without_tf32_for_the_predictors_device():
     from samebits.runtime.backends.base import BackendUnavailable
     from samebits.runtime.backends.tensorrt import compile_options
 
-    options = compile_options((3,), "cuda:1")
+    options = compile_options((), "cuda:1")
     assert options["disable_tf32"] is True and options["enabled_precisions"] == {torch.float32}
     assert options["device"] == torch.device("cuda:1") and options["ir"] == "dynamo"
     with pytest.raises(BackendUnavailable, match="runs on a CUDA device, not cpu"):
@@ -134,6 +136,19 @@ def test_onnx_runtimes_cuda_provider_follows_torchs_tf32_switch():
         torch.backends.cuda.matmul.fp32_precision = before
 
 
+class AsIfOn:
+    """A CPU session that says it runs on ``providers`` (what ONNX Runtime's own would say)."""
+
+    def __init__(self, session, providers):
+        self.session, self.providers = session, providers
+
+    def get_providers(self):
+        return [*self.providers, "CPUExecutionProvider"]
+
+    def __getattr__(self, name):
+        return getattr(self.session, name)
+
+
 def test_onnx_runtimes_tensorrt_provider_builds_one_engine_file_once_and_loads_it(monkeypatch, tmp_path):
     """The engine is built once, embedded in an EP-context file written through the cache (its
     timing cache removed after), and every later session only loads that file. TensorRT is
@@ -159,7 +174,7 @@ def test_onnx_runtimes_tensorrt_provider_builds_one_engine_file_once_and_loads_i
         if "trt_ep_context_file_path" in trt:
             assert Path(trt["trt_timing_cache_path"]).is_dir()
             shutil.copyfile(path, trt["trt_ep_context_file_path"])
-        return real(path, options, providers=["CPUExecutionProvider"])
+        return AsIfOn(real(path, options, providers=["CPUExecutionProvider"]), [p[0] for p in providers[:2]])
 
     monkeypatch.setattr(
         ort,
@@ -181,7 +196,8 @@ def test_onnx_runtimes_tensorrt_provider_builds_one_engine_file_once_and_loads_i
     with torch.inference_mode():
         torch.testing.assert_close(again.runner(example.args[0]), model(example.args[0]))
     # a provider that writes no engine leaves nothing in the cache to load later
-    monkeypatch.setattr(ort, "InferenceSession", lambda path, options=None, providers=None, **kw: None)
+    session = AsIfOn(None, ["TensorrtExecutionProvider"])
+    monkeypatch.setattr(ort, "InferenceSession", lambda path, options=None, providers=None, **kw: session)
     with pytest.raises(BackendUnavailable, match="wrote no engine"):
         build("onnxruntime-tensorrt", model, example, tmp_path, "k2", device="cuda:0")
     assert not (tmp_path / "onnxruntime-tensorrt-k2.ctx.onnx").exists()

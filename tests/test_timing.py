@@ -191,6 +191,7 @@ def test_timings_wait_for_the_gpu_where_cuda_runs(monkeypatch):
     synced = []
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)  # every device is waited for (test_gpu_ready.py)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: synced.append(1))
     times = interleaved_times({"a": lambda: None, "b": lambda: None}, rounds=3, budget=60)
     assert len(synced) == 1 + sum(len(v) for v in times.seconds.values())  # after the warm-ups, after each call

@@ -127,6 +127,15 @@ def tf32_matmuls_allowed() -> bool:
     return bool(torch.get_float32_matmul_precision() != "highest")
 
 
+def tf32_convolutions_allowed() -> bool:
+    """Whether torch's cuDNN convolutions may use TF32 now, read from ``fp32_precision`` where
+    this torch has it, else the legacy ``cudnn.allow_tf32``."""
+    value = _view(lambda: B.cudnn.conv.fp32_precision)
+    if value in ("tf32", "ieee"):
+        return bool(value == "tf32")
+    return bool(_view(lambda: B.cudnn.allow_tf32) is True)
+
+
 def fp32_precision_switch() -> Switch:
     """The float32 precision family as one switch (target: whether TF32/bf16 may be used)."""
 

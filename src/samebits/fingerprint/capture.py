@@ -42,6 +42,8 @@ BIT_ENV_VARS = (
     "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
     "TORCH_DISABLE_NATIVE_JIT",  # torch >= 2.13 on CUDA: some eager ops run on Triton kernels unless set
     "TRITON_INTERPRET",  # Triton kernels (batch_invariant's on CUDA) run on the host instead
+    "TRITON_DEFAULT_FP_FUSION",  # Triton's FMA fusion where a kernel does not ask (torch's own Triton kernels)
+    "TRITON_FORCE_DISABLE_FP_FUSION",  # no FMA fusion in any Triton kernel, samebits' fixed-order ones included
     "SAMEBITS_SEED",
 )
 
@@ -64,6 +66,7 @@ OPTIONAL_PACKAGES = (
     "nvidia-cudnn-cu13",
     "tensorrt",
     "torch-tensorrt",
+    "triton",  # compiles the fixed-order kernels (and torch's own Triton kernels): its codegen is in the bits
 )
 
 
@@ -118,6 +121,18 @@ class Fingerprint:
             env={var: os.environ[var] for var in BIT_ENV_VARS if var in os.environ},
             hash_randomization=bool(sys.flags.hash_randomization),
         )
+
+    @classmethod
+    def for_device(cls, device: str) -> Fingerprint:
+        """The fingerprint of a run on ``device``, alike whenever it is taken: on CUDA every GPU
+        listed (CUDA started to read them), elsewhere none, whether CUDA happens to run already
+        or not. ``record`` took it after the model was on the GPU and ``verify`` before loading
+        it, so a golden recorded on CUDA never matched its own machine and was compared with
+        tolerances instead of bits."""
+        fingerprint = cls.capture(devices=device.startswith("cuda"))
+        if not device.startswith("cuda"):
+            fingerprint.devices = []
+        return fingerprint
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -20,6 +20,7 @@ _NOTES: list[tuple[str, bool, str]] = [
     *[(f"packages.nvidia-cudnn{v}", True, "cuDNN version: other convolution algorithms") for v in ("-cu12", "-cu13")],
     ("packages.tensorrt", True, "TensorRT version: other tactics, engines do not load across versions"),
     ("packages.torch-tensorrt", True, "Torch-TensorRT version: other conversions"),
+    ("packages.triton", True, "Triton version: other code generation for the fixed-order kernels on CUDA"),
     ("packages", False, "package version"),
     ("torch_build.cuda", True, "CUDA version: cuBLAS/cuDNN kernels differ"),
     ("torch_build.cudnn", True, "cuDNN version: other convolution algorithms"),
@@ -55,6 +56,10 @@ _NOTES: list[tuple[str, bool, str]] = [
     ("hash_randomization", True, "hash randomisation: set and dict order of strings changes per process"),
 ]
 
+
+# What changes only code compiled by Triton: the fixed-order kernels and torch's own Triton kernels
+# run on CUDA alone, so these count where either run lists a GPU (a CPU run's golden stays exact)
+TRITON_ONLY = ("packages.triton", "env.TRITON_DEFAULT_FP_FUSION", "env.TRITON_FORCE_DISABLE_FP_FUSION")
 
 # What a portable level pins: two fingerprints of one level may differ here and still run the
 # same code paths (docs/portable.md says what it does not cover).
@@ -169,6 +174,8 @@ def diff(a: Any, b: Any) -> list[FieldChange]:
             if field.startswith("env.OPENBLAS_"):
                 affects = _counts(field, fa) or _counts(field, fb)
                 note += "" if affects else "; torch's BLAS is MKL, which never reads it"
+            if field in TRITON_ONLY and affects and not (fa.get("devices") or fb.get("devices")):
+                affects, note = False, f"{note}; neither run lists a GPU, where alone Triton's code runs"
             if field == "cpu.vendor" and pinned:
                 affects, note = True, f"{LEVEL_ACROSS_VENDORS} (level {level})"
             changes.append(FieldChange(field, old, new, affects, note))

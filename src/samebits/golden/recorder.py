@@ -183,7 +183,7 @@ def record(
         model_inputs = inputs_for(loaded, inputs)
         loaded.model, model_inputs = prepare(loaded.model, model_inputs, device)
         profile = {"name": "deterministic" if deterministic else "none", "seed": seed, "threads": threads}
-        fingerprint = Fingerprint.capture().to_dict()  # before a runtime's profile changes the switches
+        fingerprint = Fingerprint.for_device(device).to_dict()  # before a runtime's profile changes the switches
         weights = weights_digests(loaded.model, FILE_DIGEST)  # before a forward moves a buffer
         with through_runtime(loaded, model_inputs, runtime, device) as subject:
             header, tensors = build_golden(subject, model_inputs, profile, spec, fingerprint)

@@ -121,7 +121,7 @@ def verify(
             f"{golden_path} was recorded on {recorded_on}; verify runs on the same kind of device, not {device} "
             f"(--device {recorded_on})"
         )
-    changes, unreadable = bit_relevant_changes(golden.header["fingerprint"], Fingerprint.capture())
+    changes, unreadable = bit_relevant_changes(golden.header["fingerprint"], Fingerprint.for_device(device))
     policy = choose_policy(changes, unreadable, exact=exact, atol=atol, rtol=rtol)
     loaded = _model_for(golden, golden_path, model_or_spec, announce or (lambda message: None))
     recorded_weights = golden.header.get("weights")

@@ -14,15 +14,42 @@ from samebits.models.inputs import ModelInputs
 
 def default_memory_cap_mb(device: str = "cpu") -> float:
     """A quarter of the machine's memory, at most 2 GiB: a grad-on loop stops there. On CUDA a
-    quarter of the device's free memory (``mem_get_info``; RAM says nothing of a GPU)."""
+    quarter of what this process may still take on the device: its free memory
+    (``mem_get_info``; RAM says nothing of a GPU), and no more than the share
+    ``set_per_process_memory_fraction`` left it (the allocator refuses past it, however much is
+    free). On MPS a quarter of what Metal recommends less what the driver holds already."""
     if device.startswith("cuda"):
-        free, _total = torch.cuda.mem_get_info(torch.device(device))
-        return free / 2**20 / 4
+        return cuda_room_mb(torch.device(device)) / 4
+    if device.startswith("mps") and (room := mps_room_mb()) is not None:
+        return room / 4
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20
     except (ValueError, OSError, AttributeError):
         total = 8192.0
     return min(2048.0, total / 4)
+
+
+def cuda_room_mb(where: torch.device) -> float:
+    """MB this process may still allocate on CUDA device ``where``: the device's free memory, capped
+    by ``fraction x total`` less what this process holds (``get_per_process_memory_fraction``,
+    where this torch has it)."""
+    free, total = torch.cuda.mem_get_info(where)
+    room = float(free)
+    fraction = getattr(torch.cuda, "get_per_process_memory_fraction", None)
+    if fraction is not None:
+        room = min(room, fraction(where) * total - torch.cuda.memory_reserved(where))
+    return max(0.0, room) / 2**20
+
+
+def mps_room_mb() -> float | None:
+    """MB the MPS device may still take (Metal's recommended working set less what the driver
+    holds), or ``None`` where this torch cannot say."""
+    mps = getattr(torch, "mps", None)
+    recommended = getattr(mps, "recommended_max_memory", None)
+    held = getattr(mps, "driver_allocated_memory", None)
+    if recommended is None or held is None:
+        return None
+    return max(0.0, float(recommended() - held())) / 2**20
 
 
 def rss_mb() -> float:
@@ -144,12 +171,23 @@ def largest_batch(
     return best, measured
 
 
+# what a device's allocation failure says where it is raised as a plain RuntimeError: cuBLAS and
+# cuDNN failing to allocate their workspaces, cuBLAS's handle failing to start for lack of memory
+# (NOT_INITIALIZED), the CUDA runtime's own error from a kernel's launch, MPS's allocator
+OUT_OF_MEMORY = (
+    "CUDA out of memory",
+    "CUDA error: out of memory",
+    "CUBLAS_STATUS_ALLOC_FAILED",
+    "CUBLAS_STATUS_NOT_INITIALIZED",
+    "CUDNN_STATUS_ALLOC_FAILED",
+    "MPS backend out of memory",
+)
+
+
 def out_of_memory_error(exc: BaseException) -> bool:
-    """Whether ``exc`` says the device ran out of memory: torch's own error, or cuBLAS and cuDNN
-    failing to allocate their workspaces (raised as plain RuntimeErrors)."""
+    """Whether ``exc`` says the device ran out of memory: torch's own error, or one of
+    :data:`OUT_OF_MEMORY` in a plain RuntimeError."""
     if isinstance(exc, torch.cuda.OutOfMemoryError):
         return True
     text = str(exc)
-    return isinstance(exc, RuntimeError) and any(
-        s in text for s in ("CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED", "CUDA out of memory")
-    )
+    return isinstance(exc, RuntimeError) and any(s in text for s in OUT_OF_MEMORY)

@@ -5,6 +5,7 @@ be one: its rounds agree on which side of 1 it lies, and the machine was not bus
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import random
 import statistics
@@ -153,14 +154,21 @@ def interleaved_times(
 
 
 def _device_sync() -> Callable[[], object]:
-    """``torch.cuda.synchronize`` where CUDA runs in this process (what is timed ends when the
-    GPU is done), else nothing."""
+    """A wait for every CUDA device where CUDA runs in this process (what is timed ends when the
+    GPUs are done), else nothing: ``torch.cuda.synchronize()`` without a device waits for the
+    current device alone, and a model on ``cuda:1`` would be timed when its kernels are queued."""
     import sys
 
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
-        return torch.cuda.synchronize
+        return functools.partial(sync_every_device, torch)
     return lambda: None
+
+
+def sync_every_device(torch: Any) -> None:
+    """Wait for the kernels queued on every CUDA device of this process."""
+    for index in range(torch.cuda.device_count()):
+        torch.cuda.synchronize(index)
 
 
 def median_seconds(fns: dict[str, Callable[[], object]], rounds: int = 5, budget: float = 3.0) -> dict[str, float]:

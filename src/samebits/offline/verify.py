@@ -172,7 +172,9 @@ def _verify(out: Path, manifest: dict[str, Any], model_or_spec: Any, shards: int
             example_inputs=example_of(dataset),
             max_batch_size=batch_rows(manifest.get("max_batch_size", 256), "the manifest's max_batch_size"),
         )
-        changes, _ = bit_relevant_changes(manifest.get("fingerprint", {}), Fingerprint.capture())
+        changes, _ = bit_relevant_changes(
+            manifest.get("fingerprint", {}), Fingerprint.for_device(str(manifest.get("device") or "cpu"))
+        )
     with num_threads(threads["per_worker"]), predictor:
         plan = predictor.plan.describe()
         for index in wanted:

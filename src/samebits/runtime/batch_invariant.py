@@ -26,38 +26,45 @@ from samebits.runtime import fixed_order
 
 aten = torch.ops.aten
 
-# op -> the positions of its arguments whose dim 0 is the batch (the rest: weights, shared)
-ROW_ARGS: dict[Any, tuple[int, ...]] = {
-    aten.linear.default: (0,),
-    aten.mm.default: (0,),
-    aten.addmm.default: (1,),
-    aten.matmul.default: (0, 1),  # both where the second is batched too (attention), else the first
-    aten.bmm.default: (0, 1),
-    aten.baddbmm.default: (1, 2),
-    aten.conv1d.default: (0,),
-    aten.conv2d.default: (0,),
-    aten.conv3d.default: (0,),
-    aten.scaled_dot_product_attention.default: (0, 1, 2),
-    # what the composite ops above become where autograd runs first (no_grad, not inference_mode)
-    aten.convolution.default: (0,),
-    aten._scaled_dot_product_flash_attention_for_cpu.default: (0, 1, 2),
-    # nn.TransformerEncoderLayer's and nn.MultiheadAttention's fused fast paths (eval, batch first)
-    aten._transformer_encoder_layer_fwd.default: (0,),
-    aten._native_multi_head_attention.default: (0, 1, 2),
-}
+# op -> the positions of its arguments whose dim 0 is the batch (the rest: weights, shared); ops
+# this torch lacks are left out (fixed_order.overloads: the package declares torch >= 2.2)
+ROW_ARGS: dict[Any, tuple[int, ...]] = fixed_order.overloads(
+    {
+        "linear.default": (0,),
+        "mm.default": (0,),
+        "addmm.default": (1,),
+        "matmul.default": (0, 1),  # both where the second is batched too (attention), else the first
+        "bmm.default": (0, 1),
+        "baddbmm.default": (1, 2),
+        "conv1d.default": (0,),
+        "conv2d.default": (0,),
+        "conv3d.default": (0,),
+        "scaled_dot_product_attention.default": (0, 1, 2),
+        # what the composite ops above become where autograd runs first (no_grad, not inference_mode)
+        "convolution.default": (0,),
+        "_scaled_dot_product_flash_attention_for_cpu.default": (0, 1, 2),
+        # nn.TransformerEncoderLayer's and nn.MultiheadAttention's fused fast paths (eval, batch first)
+        "_transformer_encoder_layer_fwd.default": (0,),
+        "_native_multi_head_attention.default": (0, 1, 2),
+    }
+)
 # fused attention's (mask, mask_type) positions: the mask is per row for mask types 1 (key
 # padding, (B, S)) and 2 (merged, (B, H, L, S)); type 0 is one (L, S) mask for every row
-TYPED_MASKS: dict[Any, tuple[int, int]] = {
-    aten._transformer_encoder_layer_fwd.default: (18, 19),
-    aten._native_multi_head_attention.default: (9, 12),
-}
+TYPED_MASKS: dict[Any, tuple[int, int]] = fixed_order.overloads(
+    {
+        "_transformer_encoder_layer_fwd.default": (18, 19),
+        "_native_multi_head_attention.default": (9, 12),
+    }
+)
 # arguments that are per row only where their dim 0 is the batch's (else broadcast to every row)
-PER_ROW_IF_BATCHED: dict[Any, tuple[int, ...]] = {
-    aten.linear.default: (2,),
-    aten.addmm.default: (0,),
-    aten.baddbmm.default: (0,),
-    aten.scaled_dot_product_attention.default: (3,),
-}
+PER_ROW_IF_BATCHED: dict[Any, tuple[int, ...]] = fixed_order.overloads(
+    {
+        "linear.default": (2,),
+        "addmm.default": (0,),
+        "baddbmm.default": (0,),
+        "scaled_dot_product_attention.default": (3,),
+    }
+)
 TILE = 32
 # a linear over sequences (3 or more dims) takes tile x this many rows a call: as many as tiles
 # of 32-position samples did along dim 0, without knowing which leading dim is the batch

@@ -6,15 +6,20 @@ whatever the batch: a row's bits cannot depend on how many rows share its call, 
 padding and no calibration. cuBLAS and cuDNN choose algorithms (and split the reduction) by shape,
 batch included; flash attention splits the keys by how many (batch, head) blocks fill the GPU.
 
-Tested on the CPU under Triton's interpreter (``TRITON_INTERPRET=1``); not yet run on a GPU.
-Where a call is outside what the kernels cover (float64, a reduction over the batch's dim, a
-dropout) it returns ``NotImplemented`` and the caller falls back to fixed row tiles.
+Every launch runs on the device of its tensors (Triton launches on the current device), with
+floating-point fusion pinned, and a batch or a width past CUDA's grid limits is split into several
+launches of the same per-row program (the bits do not move). Tested on the CPU under Triton's
+interpreter (``TRITON_INTERPRET=1``); not yet run on a GPU. Where a call is outside what the
+kernels cover (float64, a reduction over the batch's dim, a dropout) it returns
+``NotImplemented`` and the caller falls back to fixed row tiles.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -24,6 +29,13 @@ aten = torch.ops.aten
 BLOCK_M, BLOCK_N, BLOCK_K = 64, 64, 32  # the one matmul tile: never chosen by shape
 BLOCK_ROW = 256  # columns a row-wise program reduces at a time
 FLOATS = (torch.float32, torch.float16, torch.bfloat16)
+# CUDA's largest grid along y and z (x goes to 2**31 - 1): a matmul's batch is z, its column
+# tiles y; past them a launch fails with "invalid argument" (not an out-of-memory error)
+MAX_GRID_Y = MAX_GRID_Z = 65_535
+# Triton fuses a * b + c into one FMA where this is on: other bits than two roundings. Its default
+# is announced to flip in Triton 3.10 (and TRITON_DEFAULT_FP_FUSION sets it), so every launch asks
+# for it explicitly; only TRITON_FORCE_DISABLE_FP_FUSION still overrides it (in the fingerprint)
+FP_FUSION = True
 
 
 @functools.cache
@@ -103,6 +115,25 @@ def _kernels() -> Any:
     return triton, matmul, softmax, row_mean
 
 
+def _on(device: torch.device) -> contextlib.AbstractContextManager[Any]:
+    """``device`` made current for a launch: Triton launches on the current CUDA device, not the
+    one its pointers are on (``cuda:1``'s tensors from ``cuda:0``: "Pointer argument cannot be
+    accessed from Triton")."""
+    return torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
+
+
+def _launch(kernel: Any, grid: tuple[int, ...], device: torch.device, *args: Any, **meta: Any) -> None:
+    """One launch of ``kernel`` over ``grid`` on ``device``, floating-point fusion pinned."""
+    with _on(device):
+        kernel[grid](*args, **meta, enable_fp_fusion=FP_FUSION)
+
+
+def _spans(total: int, most: int) -> Iterator[tuple[int, int]]:
+    """``[start, stop)`` ranges of at most ``most`` covering ``range(total)``, in order."""
+    for start in range(0, total, most):
+        yield start, min(start + most, total)
+
+
 def _precision(dtype: torch.dtype) -> str:
     """``tl.dot``'s input precision: TF32 for float32 only where torch's matmul allows it (the
     deterministic profile does not), as cuBLAS would."""
@@ -142,12 +173,20 @@ def bmm(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None = None, beta
     if k == 0 or alpha == 0:  # no product (torch ignores it at alpha 0, inf in it included)
         return out.zero_() if bias is None else out.copy_(extra * beta)
     triton, matmul, _, _ = _kernels()
-    grid = (triton.cdiv(m, BLOCK_M), triton.cdiv(n, BLOCK_N), batch)
-    matmul[grid](
-        a, b, out, extra, m, n, k, *a.stride(), *b.stride(), *out.stride(), *extra.stride(),
-        float(alpha), float(beta), HAS_BIAS=bias is not None, PRECISION=_precision(a.dtype),
-        BM=BLOCK_M, BN=BLOCK_N, BK=BLOCK_K,
-    )  # fmt: skip
+    # past CUDA's grid limits, several launches over slices of the batch (z) and of the column
+    # tiles (y, cut at a tile's edge): each output tile is still one program over K, in order
+    for b0, b1 in _spans(batch, MAX_GRID_Z):
+        for n0, n1 in _spans(n, MAX_GRID_Y * BLOCK_N):
+            part_a, part_b = a[b0:b1], b[b0:b1, :, n0:n1]
+            part_out, part_extra = out[b0:b1, :, n0:n1], extra[b0:b1, :, n0:n1]
+            grid = (triton.cdiv(m, BLOCK_M), triton.cdiv(n1 - n0, BLOCK_N), b1 - b0)
+            _launch(
+                matmul, grid, out.device,
+                part_a, part_b, part_out, part_extra, m, n1 - n0, k,
+                *part_a.stride(), *part_b.stride(), *part_out.stride(), *part_extra.stride(),
+                float(alpha), float(beta), HAS_BIAS=bias is not None, PRECISION=_precision(a.dtype),
+                BM=BLOCK_M, BN=BLOCK_N, BK=BLOCK_K,
+            )  # fmt: skip
     return out
 
 
@@ -212,12 +251,14 @@ def softmax(x: torch.Tensor, dim: int, log: bool = False, dtype: torch.dtype | N
     rows, order = flat
     out = torch.empty_like(rows)
     if rows.numel():
-        triton, _, kernel, _ = _kernels()
-        kernel[(rows.shape[0],)](
-            rows, out, rows.shape[1], rows.stride(0), out.stride(0), LOG=log, SAFE=safe, BLOCK=BLOCK_ROW
-        )
+        _, _, kernel, _ = _kernels()
+        _launch(
+            kernel, (rows.shape[0],), rows.device,
+            rows, out, rows.shape[1], rows.stride(0), out.stride(0), LOG=log, SAFE=safe, BLOCK=BLOCK_ROW,
+        )  # fmt: skip
     shaped = out.reshape([x.shape[d] for d in order])
-    return shaped.permute([order.index(d) for d in range(x.dim())])
+    # dense in x's dim order, as torch's softmax gives it (a later .view() relies on it)
+    return shaped.permute([order.index(d) for d in range(x.dim())]).contiguous()
 
 
 def mean(x: torch.Tensor, dims: Any, keepdim: bool = False, dtype: torch.dtype | None = None) -> Any:
@@ -234,7 +275,7 @@ def mean(x: torch.Tensor, dims: Any, keepdim: bool = False, dtype: torch.dtype |
     out = torch.empty(rows.shape[0], dtype=rows.dtype, device=rows.device)
     if rows.shape[0]:
         _, _, _, kernel = _kernels()
-        kernel[(rows.shape[0],)](rows, out, rows.shape[1], rows.stride(0), BLOCK=BLOCK_ROW)
+        _launch(kernel, (rows.shape[0],), rows.device, rows, out, rows.shape[1], rows.stride(0), BLOCK=BLOCK_ROW)
     reduced = set(order[x.dim() - len(dims) :])  # _rows put the reduced dims last (each once)
     shape = [1 if d in reduced else x.shape[d] for d in range(x.dim())]
     out = out.reshape(shape)
@@ -251,26 +292,43 @@ def attention(
     scale: float | None = None,
     enable_gqa: bool = False,
 ) -> Any:
-    """``scaled_dot_product_attention`` as its math: two fixed-order matmuls and a fixed-order
-    softmax (memory grows with queries x keys, as the math backend's)."""
+    """``scaled_dot_product_attention`` as torch's math backend computes it: float16 and bfloat16
+    inputs taken to float32 first (scores and weights in the input's dtype had 1.7x to 8x the
+    math backend's error, and float16 scores can overflow), ``q`` and ``k`` each scaled by the
+    scale's square root, then two fixed-order matmuls and a fixed-order softmax, the output cast
+    back (memory grows with queries x keys, as the math backend's)."""
     if dropout_p or not _floats(q, k, v) or q.dim() < 2 or k.dim() < 2 or v.dim() < 2:
         return NotImplemented
     if is_causal and attn_mask is not None:
         return NotImplemented  # torch's error
+    given = q.dtype
+    if given in (torch.float16, torch.bfloat16) and not _reduced_math_attention():
+        q, k, v = q.float(), k.float(), v.float()
     if enable_gqa and q.dim() >= 3 and k.shape[-3] != q.shape[-3]:
         repeat = q.shape[-3] // k.shape[-3]
         k, v = k.repeat_interleave(repeat, dim=-3), v.repeat_interleave(repeat, dim=-3)
-    scores = matmul(q, k.transpose(-2, -1))
+    factor = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    root = math.sqrt(abs(factor))  # the math backend's order: q and k scaled before their product
+    scores = matmul(q * (-root if factor < 0 else root), (k * root).transpose(-2, -1))
     if scores is NotImplemented:
         return NotImplemented
-    scores = scores * (1 / math.sqrt(q.shape[-1]) if scale is None else scale)
     if is_causal:
         keep = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=q.device).tril()
         scores = scores.masked_fill(~keep, float("-inf"))
     if attn_mask is not None:
         scores = scores.masked_fill(~attn_mask, float("-inf")) if attn_mask.dtype == torch.bool else scores + attn_mask
     weights = softmax(scores, -1, safe=True)  # a query with every key masked: zeros, as torch's math
-    return weights if weights is NotImplemented else matmul(weights, v)
+    if weights is NotImplemented:
+        return NotImplemented
+    out = matmul(weights, v)
+    return out if out is NotImplemented else out.to(given)
+
+
+def _reduced_math_attention() -> bool:
+    """Whether torch's math attention is allowed to keep float16/bfloat16 reductions in their
+    own dtype (``torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(True)``; off by default)."""
+    allowed = getattr(torch.backends.cuda, "fp16_bf16_reduction_math_sdp_allowed", None)
+    return bool(allowed()) if allowed is not None else False
 
 
 def _mm_call(a: Any, b: Any) -> Any:
@@ -305,21 +363,35 @@ def _log_softmax_raw(x: Any, dim: int, half_to_float: bool) -> Any:
     return softmax(x, dim, log=True, dtype=torch.float32 if half_to_float else None)
 
 
-CALLS: dict[Any, Any] = {
-    aten.mm.default: _mm_call,
-    aten.addmm.default: _addmm_call,
-    aten.bmm.default: bmm,
-    aten.baddbmm.default: _baddbmm_call,
-    aten.linear.default: linear,
-    aten.matmul.default: matmul,
-    aten.softmax.int: _softmax_int,
-    aten._softmax.default: _softmax_raw,
-    aten._safe_softmax.default: _safe_softmax_call,  # attention's softmax outside inference mode
-    aten.log_softmax.int: _log_softmax_int,
-    aten._log_softmax.default: _log_softmax_raw,
-    aten.mean.dim: mean,
-    aten.scaled_dot_product_attention.default: attention,
-}
+def overloads(table: dict[str, Any]) -> dict[Any, Any]:
+    """``{"op.overload": value}`` as ``{aten.op.overload: value}`` for the ops this torch has
+    (``_safe_softmax`` came with torch 2.5; the package declares torch >= 2.2)."""
+    found = {}
+    for name, value in table.items():
+        op, overload = name.split(".")
+        packet = getattr(aten, op, None)  # torch.ops.aten raises AttributeError for an op it lacks
+        if packet is not None and hasattr(packet, overload):
+            found[getattr(packet, overload)] = value
+    return found
+
+
+CALLS: dict[Any, Any] = overloads(
+    {
+        "mm.default": _mm_call,
+        "addmm.default": _addmm_call,
+        "bmm.default": bmm,
+        "baddbmm.default": _baddbmm_call,
+        "linear.default": linear,
+        "matmul.default": matmul,
+        "softmax.int": _softmax_int,
+        "_softmax.default": _softmax_raw,
+        "_safe_softmax.default": _safe_softmax_call,  # attention's softmax outside inference mode
+        "log_softmax.int": _log_softmax_int,
+        "_log_softmax.default": _log_softmax_raw,
+        "mean.dim": mean,
+        "scaled_dot_product_attention.default": attention,
+    }
+)
 
 
 def call(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -150,7 +150,7 @@ class Predictor:
         try:
             from samebits.fingerprint import Fingerprint
 
-            self.fingerprint: dict[str, Any] = Fingerprint.capture().to_dict()
+            self.fingerprint: dict[str, Any] = Fingerprint.for_device(device).to_dict()
             self.model, self._example = prepare(self._given_model, example, device, self.dtype)
             self._weights_sha256: str | None = None
             if isinstance(self.model, nn.Module):

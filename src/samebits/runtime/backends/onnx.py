@@ -108,7 +108,7 @@ class OnnxRuntime(Backend):
             options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
             options.optimized_model_filepath = str(tmp)
             options.log_severity_level = 3  # its note that the file is machine-specific: the key holds the device
-            ort.InferenceSession(str(exported), options, providers=providers)
+            first_provider(ort.InferenceSession(str(exported), options, providers=providers), providers)
 
         providers = providers_for(job.device)
         built = build_once(optimized, optimize) or built
@@ -126,6 +126,7 @@ class OnnxRuntime(Backend):
             providers=providers,
             deterministic=torch.are_deterministic_algorithms_enabled(),
         )
+        first_provider(session.session, providers)
         return Built(StructuredOnnx(session, job.model, job.example), path, built)
 
     def export(self, job: BuildJob) -> tuple[Path, bool]:
@@ -186,7 +187,8 @@ class OnnxRuntimeTensorRT(OnnxRuntime):
             try:
                 options = ort.SessionOptions()
                 options.log_severity_level = 3
-                ort.InferenceSession(str(exported), options, providers=tensorrt_providers(job.device, tmp, timing))
+                wanted = tensorrt_providers(job.device, tmp, timing)
+                first_provider(ort.InferenceSession(str(exported), options, providers=wanted), wanted)
             finally:
                 shutil.rmtree(timing, ignore_errors=True)
             if tmp.stat().st_size == 0:  # the cache made tmp empty; the provider wrote nothing into it
@@ -194,6 +196,23 @@ class OnnxRuntimeTensorRT(OnnxRuntime):
 
         built = build_once(engine, compile_engine, code=True) or built  # an engine is code TensorRT loads
         return self.loaded(engine, job, tensorrt_providers(job.device), built)
+
+
+def first_provider(session: Any, providers: list[Any]) -> str:
+    """The provider ``session`` runs first, which must be the first asked for: where the CUDA or
+    TensorRT provider fails to load (a missing CUDA library, no GPU free), ONNX Runtime builds the
+    session on the next provider, the CPU's at the end, and says so only in a log line that
+    :func:`~samebits.runtime.backends.capture.quiet` captures; a backend on ``cuda`` would then
+    run on the CPU without a word."""
+    wanted = providers[0] if isinstance(providers[0], str) else providers[0][0]
+    running = list(session.get_providers())
+    if not running or running[0] != wanted:
+        raise BackendUnavailable(
+            f"ONNX Runtime did not start its {wanted} (it runs {', '.join(running) or 'nothing'} instead): "
+            "its CUDA libraries or the GPU are not usable here (onnxruntime.preload_dlls() and the "
+            "CUDA extras of onnxruntime-gpu; docs/gpu.md)"
+        )
+    return wanted
 
 
 def providers_for(device: str) -> list[Any]:
@@ -205,15 +224,18 @@ def providers_for(device: str) -> list[Any]:
 
 
 def cuda_options(device: str) -> dict[str, Any]:
-    """The CUDA provider's options on ``cuda:N``: cuDNN's convolution algorithm chosen by
-    heuristics (its default, EXHAUSTIVE, times candidates in each process and can pick another
-    one in the next: another process, other bits), and TF32 only where torch's matmuls may use
-    it (the provider's default is on; samebits' profiles turn torch's off)."""
-    from samebits.determinism.precision import tf32_matmuls_allowed
+    """The CUDA provider's options on ``cuda:N``: cuDNN's convolution algorithm fixed
+    (``DEFAULT`` is ``CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM`` whatever the shape; the
+    provider's default, EXHAUSTIVE, times candidates in each process and can pick another one in
+    the next: another process, other bits), and TF32 only where both torch's matmuls and its
+    cuDNN convolutions may use it: the provider's one ``use_tf32`` governs its matmuls and its
+    convolutions alike (its default is on; samebits' profiles turn torch's off)."""
+    from samebits.determinism.precision import tf32_convolutions_allowed, tf32_matmuls_allowed
 
     index = torch.device(device).index
     index = torch.cuda.current_device() if index is None else index
-    return {"device_id": index, "cudnn_conv_algo_search": "DEFAULT", "use_tf32": "1" if tf32_matmuls_allowed() else "0"}
+    tf32 = tf32_matmuls_allowed() and tf32_convolutions_allowed()
+    return {"device_id": index, "cudnn_conv_algo_search": "DEFAULT", "use_tf32": "1" if tf32 else "0"}
 
 
 def tensorrt_providers(device: str, dump_to: Path | None = None, timing: Path | None = None) -> list[Any]:
