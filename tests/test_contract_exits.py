@@ -190,7 +190,10 @@ def test_deeply_nested_json_is_one_line_everywhere_samebits_reads_it(tmp_path, g
     out.mkdir()
     (out / "manifest.json").write_text(DEEP)
     np.save(tmp_path / "x.npy", np.zeros((4, 256), dtype="float32"))
-    one_error(run_cli("predict", "demo:mlp", str(tmp_path / "x.npy"), "-o", str(out), "--resume"), "holds no samebits manifest")
+    one_error(
+        run_cli("predict", "demo:mlp", str(tmp_path / "x.npy"), "-o", str(out), "--resume"),
+        "holds no samebits manifest",
+    )
     one_error(run_cli("verify", str(out)), "nested more than 64 levels deep")
 
 
