@@ -478,3 +478,24 @@ def test_a_scriptmodule_runs_through_the_predictor_and_is_given_back(tmp_path):
     assert scripted.training and all(q.requires_grad for q in scripted.parameters())
     result = run_cli("check", str(path), "--input-shape", "4,8", "--runtime", "predictor", "--axes", "batch")
     assert result.returncode == 0 and "identical" in result.stdout, result.stderr
+
+
+class _ReadsItsAddress(torch.nn.Module):
+    """A kernel that takes another path by its input's alignment, as MKL's GEMM may: the
+    output moves with the pointer."""
+
+    def forward(self, x):
+        return x + (x.data_ptr() % 64) * 1e-3
+
+
+@pytest.mark.parametrize("rows", [1, 4, 6])  # a verified size as given, a full chunk, chunks and padding
+def test_every_forward_runs_on_inputs_in_fresh_aligned_storage(tmp_path, rows):
+    """A view at an offset (a slice a caller passed, a full chunk of a larger batch) ran in place:
+    the same rows gave other bits than their copy."""
+    import samebits
+
+    with samebits.Predictor(_ReadsItsAddress(), example_inputs=torch.zeros(4, 8), tile=4, cache_dir=tmp_path) as p:
+        base = torch.randn(rows * 8 + 3)
+        view = base[3:].view(rows, 8)  # 12 bytes past an aligned address
+        assert torch.equal(p.predict(view), p.predict(view.clone()))
+        assert torch.equal(p.predict(view), view + 0)  # the copy sits where torch's allocator aligns it

@@ -59,6 +59,7 @@ from samebits.runtime.invariance import (
 from samebits.runtime.artifacts import Runners, input_shapes
 from samebits.runtime.plan import Difference, MemoryPlan, Plan, Validation
 from samebits.tensors import tree
+from samebits.tensors.layout import aligned_copy, is_aligned
 
 if TYPE_CHECKING:
     from samebits.runtime.auto import AutoPlan
@@ -457,11 +458,11 @@ class Predictor:
             plan = self.invariance.plan(n)
         if plan == [(n, n)]:  # one forward of the whole batch (a verified size): nothing to cut or join
             with self._lock:
-                return self._to_cpu(self.run_at(batch, n))
+                return self._to_cpu(self.run_at(fresh(batch), n))
         outputs, start = [], 0
         with self._lock:
             for rows, size in plan:
-                chunk = pad_to(take_rows(batch, start, start + rows), rows, size)
+                chunk = fresh(pad_to(take_rows(batch, start, start + rows), rows, size))
                 outputs.append(output_rows(self.run_at(chunk, size), 0, rows, size))
                 start += rows
         return self._to_cpu(join_outputs(outputs, [rows for rows, _ in plan]))
@@ -592,6 +593,21 @@ class Predictor:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def fresh(batch: ModelInputs) -> ModelInputs:
+    """``batch`` with every tensor in contiguous storage of its own, aligned as torch's allocator
+    aligns it: kernels may pick another path by a pointer's alignment or a tensor's strides, so
+    a view at an offset (a chunk of a larger batch, a slice a caller passed) is copied, and what
+    is laid so already is used as it is."""
+    given = (*batch.args, *batch.kwargs.values())
+    if all(type(t) is torch.Tensor and is_aligned(t) for t in given):
+        return batch  # the common case: plain tensors laid so already, no walk
+
+    def lay(t: torch.Tensor) -> torch.Tensor:
+        return t if is_aligned(t) else aligned_copy(t)
+
+    return ModelInputs(tree.map_tensors(lay, batch.args), tree.map_tensors(lay, batch.kwargs))
 
 
 def one_row(sample: ModelInputs) -> ModelInputs:
