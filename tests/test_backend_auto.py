@@ -92,10 +92,10 @@ def test_auto_mixes_identical_backends_and_a_sample_keeps_its_bits(cache, monkey
         assert set(p.members) == {"torchscript", "export"} and p.plan.backends == ("torchscript", "export")
         calls = {b: 0 for b in p.members}
         for b, m in p.members.items():
-            real = m.run_at
+            real = m.forward_at
             monkeypatch.setattr(
                 m,
-                "run_at",
+                "forward_at",
                 lambda batch, size, real=real, b=b: calls.__setitem__(b, calls[b] + 1) or real(batch, size),
             )
         x = rows(40, seed=9)

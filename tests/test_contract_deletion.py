@@ -199,7 +199,7 @@ def test_predict_resume_into_a_folder_with_someone_elses_manifest_is_refused(tmp
     before = snapshot(out)
     one_error(
         run_cli("predict", "demo:mlp", str(tmp_path / "x.npy"), "-o", str(out), "--resume"),
-        "holds no samebits manifest",
+        "holds a manifest.json that is not a samebits predict manifest",
     )
     assert snapshot(out) == before
 

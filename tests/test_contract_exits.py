@@ -192,7 +192,7 @@ def test_deeply_nested_json_is_one_line_everywhere_samebits_reads_it(tmp_path, g
     np.save(tmp_path / "x.npy", np.zeros((4, 256), dtype="float32"))
     one_error(
         run_cli("predict", "demo:mlp", str(tmp_path / "x.npy"), "-o", str(out), "--resume"),
-        "holds no samebits manifest",
+        "nested more than 64 levels deep",
     )
     one_error(run_cli("verify", str(out)), "nested more than 64 levels deep")
 

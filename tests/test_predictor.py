@@ -406,12 +406,12 @@ def test_a_predictor_without_example_inputs_calibrates_on_its_first_batch(cache)
 
 def test_a_calibration_and_an_artifact_are_keyed_by_the_device_they_were_measured_on(cache, monkeypatch):
     # B3: a CUDA Predictor must not reuse a CPU calibration, nor an engine built for another GPU
-    from samebits.runtime import artifacts, predictor
+    from samebits.runtime import artifacts, calibration
 
     model, x = torch.nn.Linear(8, 4).eval(), torch.randn(4, 8)
     cpu = samebits.Predictor(model, example_inputs=x, cache_dir=cache, deterministic=False, backend="torchscript")
     other = "NVIDIA H200 sm_90 x132"  # what device_identity says of a GPU
-    monkeypatch.setattr(predictor, "device_identity", lambda device: other)
+    monkeypatch.setattr(calibration, "device_identity", lambda device: other)
     monkeypatch.setattr(artifacts, "device_identity", lambda device: other)
     elsewhere = samebits.Predictor(model, example_inputs=x, cache_dir=cache, deterministic=False, backend="torchscript")
     assert elsewhere.calibration_key != cpu.calibration_key

@@ -261,7 +261,14 @@ def _check_out_dir(out: Path, resume: bool) -> bool:
     if state == "file":
         raise UserError(f"'{out}' is a file; OUT_DIR must be a folder")
     if state == "foreign":
-        raise UserError(f"'{out}' exists, is not empty and holds no samebits manifest; choose another OUT_DIR")
+        why = "holds no samebits manifest"
+        if (out / MANIFEST).is_file():
+            try:
+                read_json(out / MANIFEST)
+                why = f"holds a {MANIFEST} that is not a samebits predict manifest"
+            except BadJson as exc:
+                why = f"holds a {MANIFEST} that is unreadable (it is {exc})"
+        raise UserError(f"'{out}' exists, is not empty and {why}; choose another OUT_DIR")
     has_manifest = state == "mine"
     if has_manifest and not resume:
         raise UserError(

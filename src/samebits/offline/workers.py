@@ -100,7 +100,8 @@ def _threads_change_bits(predictor: Predictor, example: ModelInputs, cores: int)
     from samebits.runtime.cache import ArtifactCache
 
     store = ArtifactCache(predictor.cache_dir)
-    name = f"threads-{predictor.calibration_key[:32]}-{cores}.json"
+    key = predictor.calibration_key or predictor.weights_sha256  # a plan without sizes has no calibration
+    name = f"threads-{key[:32]}-{cores}.json"
     cached = store.read_json(name)
     if cached is not None and isinstance(cached.get("differs"), bool):
         return bool(cached["differs"])

@@ -151,7 +151,7 @@ def drift(eager: Predictor, member: Predictor) -> Difference:
         return Difference(False, None, None, "no batch size verified by both", None)
     size = common[-1]
     batch = eager.example_at(size)
-    ours, theirs = tree.move(member.run_at(batch, size), "cpu"), tree.move(eager.run_at(batch, size), "cpu")
+    ours, theirs = tree.move(member.forward_at(batch, size), "cpu"), tree.move(eager.forward_at(batch, size), "cpu")
     return bits_against(theirs, ours, size)
 
 
@@ -164,7 +164,7 @@ def time_sizes(members: Mapping[str, Predictor], budget: float) -> dict[int, Tim
         here = {name: m for name, m in members.items() if size in sizes_of(m)}
         batch = next(iter(here.values())).example_at(size)
         fns: dict[str, Callable[[], object]] = {
-            name: functools.partial(m.run_at, batch, size) for name, m in here.items()
+            name: functools.partial(m.forward_at, batch, size) for name, m in here.items()
         }
         out[size] = interleaved_times(fns, rounds=60, budget=budget / len(sizes))
     return out

@@ -28,7 +28,7 @@ class Invariance:
     seconds: float = 0.0
 
     def plan(self, n: int) -> list[tuple[int, int]]:
-        """``[(rows, run_at), ...]`` covering ``n`` rows: each chunk runs at a verified size.
+        """``[(rows, size), ...]`` covering ``n`` rows: each chunk runs at a verified size.
         Among such plans, the one that the calibration's timings say is fastest (every verified
         size gives the same bits, so this choice is free); without timings, where the gain is
         within noise (< 10%), or where a round of the timed forwards or the machine's load says

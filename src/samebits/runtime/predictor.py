@@ -4,14 +4,11 @@ batch a sample arrives in (measured, never assumed)."""
 from __future__ import annotations
 
 import contextlib
-import itertools
-import re
 import os
-import sys
 import threading
 import warnings
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,46 +17,28 @@ from torch import nn
 
 from samebits.errors import UserError
 from samebits.limits import batch_rows
-from samebits.fingerprint.diff import CALIBRATION_WITHOUT, bit_relevant_digest
 from samebits.models import ModelInputs
 from samebits.models.target import as_loaded, eval_mode, inputs_for
-from samebits.runtime.cache import ArtifactCache, artifact_key, default_cache_dir
+from samebits.runtime.cache import default_cache_dir
 from samebits.runtime.backends import BACKENDS
 from samebits.runtime.backends import backend as registered
 from samebits.measure.batching import (
     batch_size_of,
     concat_batches,
-    join_outputs,
-    lift,
-    output_row,
-    output_rows,
-    pad_to,
     random_neighbour,
-    take_rows,
     take_sample,
 )
-from samebits.measure.invariance import coupled_rows
 from samebits.measure.prepare import prepare
 from samebits.measure.model_state import evaluating, hold
 from samebits.determinism.fill import asks_for_uninitialized, filling
 from samebits.determinism.shared import acquire_profile, release_profile
 from samebits.determinism.portable import require as require_level
-from samebits.fingerprint.capture import device_identity
 from samebits.runtime import fixed_order
 from samebits.runtime.batch_invariant import BatchInvariant, tiles_of
-from samebits.runtime.invariance import (
-    Invariance,
-    bits_against,
-    cached_calibration,
-    calibrate,
-    candidate_sizes,
-    over_budget,
-    time_forwards,
-)
-from samebits.runtime.artifacts import Runners, input_shapes
-from samebits.runtime.plan import Difference, MemoryPlan, Plan, Validation
-from samebits.tensors import tree
-from samebits.tensors.layout import aligned_copy, is_aligned
+from samebits.runtime.calibration import largest_batch, measure_invariance, validate
+from samebits.runtime.artifacts import Runners
+from samebits.runtime.plan import MemoryPlan, Plan
+from samebits.runtime.runner import BaseRunner
 
 if TYPE_CHECKING:
     from samebits.runtime.auto import AutoPlan
@@ -68,7 +47,7 @@ if TYPE_CHECKING:
 DEFAULT_MAX_BATCH = 256
 
 
-class Predictor:
+class Predictor(BaseRunner):
     """Inference done right by default: ``eval()``, no grad, inputs moved to the device, outputs
     on the CPU, and with ``invariant=True`` a sample's output never depends on its batch.
 
@@ -83,6 +62,8 @@ class Predictor:
     ``portable`` names the baseline this process must run (``samebits run --portable LEVEL``
     starts it so): refused in one line where it does not, since a running process cannot take it.
     """
+
+    calibration_key: str | None = None  # the calibration's cache key; what else is measured for the plan keys on it
 
     def __init__(
         self,
@@ -122,7 +103,7 @@ class Predictor:
         example = inputs_for(loaded, example_inputs) if given else None
         self.device, self.backend, self.seed, self.dtype = device, backend, seed, dtype
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-        self._lock = threading.RLock()
+        super().__init__()
         self._generators: dict[tuple[int, int, str | None], TileGenerator] = {}
         self._release: weakref.finalize[[], Predictor] | None = None
         # the caller's model, given back as it was at close() or garbage collection
@@ -171,7 +152,7 @@ class Predictor:
             self.memory: MemoryPlan | None = None
             self.notes: list[str] = []  # what the user should know about this predictor's plan
             if max_batch_size == "auto":
-                self.memory = self._auto_max_batch(memory_budget_mb)
+                self.memory = largest_batch(self, memory_budget_mb)
                 self.max_batch_size: int = self.memory.max_batch_size
             else:
                 self.max_batch_size = max_batch_size or tile or DEFAULT_MAX_BATCH  # type: ignore[assignment]
@@ -181,9 +162,10 @@ class Predictor:
             if backend == "auto":
                 self._auto(calibration_budget, *self._auto_settings)
             else:
-                self.invariance = self._invariance(invariant, tile, calibration_budget)
-                self.notes += self.invariance.notes()
-                self.validation = self._validate()
+                calibration = measure_invariance(self, invariant, tile, calibration_budget)
+                self.invariance, self.calibration_key = calibration.invariance, calibration.key
+                self.notes += [*calibration.notes, *self.invariance.notes()]
+                self.validation = validate(self, self.invariance)
             self.plan = Plan(
                 backend=backend,
                 scheme=self.invariance.scheme,  # type: ignore[arg-type]
@@ -206,15 +188,17 @@ class Predictor:
         with torch.inference_mode(), evaluating(self._modules), self._tiled():
             return asks_for_uninitialized(lambda: self._example.call(self.model)) is not None
 
-    def _set_up_on(self, batch: ModelInputs) -> None:
+    def _ready_for(self, batch: ModelInputs) -> None:
         """No example inputs were given: calibrate on this first batch, saying so once."""
+        if self._ready:
+            return
         with self._lock:
             if self._ready:
                 return
             warnings.warn(
                 "samebits.Predictor: no example inputs were given, so it calibrates on the first batch it "
                 "runs (pass example_inputs=... to calibrate at creation)",
-                stacklevel=3,
+                stacklevel=4,
             )
             self._setup(batch)
 
@@ -244,89 +228,6 @@ class Predictor:
         assert self._sample is not None
         gen = torch.Generator().manual_seed(self.seed)
         return concat_batches([self._sample, *[random_neighbour(self._sample, gen) for _ in range(size - 1)]])
-
-    def _auto_max_batch(self, budget_mb: float | None) -> MemoryPlan:
-        """The largest power-of-two batch whose forward fits the memory budget."""
-        from samebits.measure.memory import default_memory_cap_mb, largest_batch
-
-        if self._sample is None:
-            raise UserError("max_batch_size='auto' needs inputs with a batch dimension")
-        budget = budget_mb or default_memory_cap_mb(self.device)
-        best, measured = largest_batch(self.model, self.example_at, budget, self.device)
-        return MemoryPlan(best, round(budget, 1), measured)
-
-    def _coupling(self) -> str | None:
-        """Why the rows of a batch are coupled by design (an output ``[B, B]``), or ``None``."""
-        if self._sample is None:
-            return None
-        with torch.inference_mode():
-            return coupled_rows(lambda batch: batch.call(self.model), self._sample, seed=self.seed)
-
-    def _invariance(self, invariant: bool, tile: int | None, budget: float) -> Invariance:
-        if not invariant:
-            coupled = self._coupling()
-            if coupled is not None:
-                return Invariance("whole", [], {"coupled": coupled})
-            return Invariance("off", [], {"reason": "invariant=False"})
-        if self._sample is None:
-            raise UserError("invariant=True needs inputs with a batch dimension (dim 0); pass invariant=False")
-        candidates = [tile] if tile else candidate_sizes(self.max_batch_size)
-        key = artifact_key(
-            self.model,
-            {
-                "kind": "calibration",
-                # 4: timed forwards; 5: inputs named as ModelInputs.leaves(); 6: budgets stop sizes; 7: neighbours
-                # over the batch's integer ranges, rows alone where neighbours matter, tiles of one layout
-                "version": 7,
-                "device": device_identity(self.device),  # a CUDA calibration is not a CPU one
-                "batch_invariant": self._batch_invariant_kind(),  # tiled ops give other bits
-                "dynamic_batch": self._runners.dynamic,
-                "backend": self.backend,
-                "candidates": candidates,
-                "sample": input_shapes(self._sample),
-                "environment": bit_relevant_digest(self.fingerprint, CALIBRATION_WITHOUT),
-            },
-            weights=self.weights_sha256,
-        )
-        self.calibration_key = key  # what else is measured for this plan can be cached under it
-        sample = self._sample
-
-        def measure() -> Invariance:
-            coupled = self._coupling()
-            if coupled is not None:  # no size keeps a row's meaning: each batch runs whole, as given
-                return Invariance("whole", [], {"coupled": coupled})
-            self._runners.at(candidates[0])  # build (or load) the artifact before the calibration is timed
-            from samebits.measure.memory import default_memory_cap_mb
-
-            inv = calibrate(
-                lambda batch: self.run_at(batch, batch_size_of(batch)),
-                sample,
-                candidates,
-                seed=self.seed,
-                budget=budget,
-                memory_mb=self.memory_budget_mb or default_memory_cap_mb(self.device),
-                device=self.device,
-            )
-            inv.measured.update(self._time_forwards(inv, budget))
-            return inv
-
-        what = f"{type(self.model).__name__} on {self.backend}, {self.device}, up to {self.max_batch_size} rows"
-        inv = cached_calibration(ArtifactCache(self.cache_dir), key, measure, what)
-        note = over_budget(inv, candidates, budget)
-        if note is not None:
-            self.notes.append(note)
-            warnings.warn(note, stacklevel=3)
-        if inv.scheme == "whole":
-            if tile:
-                raise UserError(f"tile {tile} cannot be used here: {inv.measured['coupled']}")
-            return inv
-        if tile and inv.sizes != [tile]:
-            raise UserError(
-                f"tile {tile} is not batch-invariant here: a row's bits change with its position or neighbours (measured)"
-            )
-        if not inv.sizes:
-            raise UserError(no_sizes_reason(inv, self.max_batch_size, self.device))
-        return inv
 
     def member(self, backend: str, budget: float) -> Predictor:
         """A Predictor for one backend on this predictor's (prepared) model, inputs, cache and
@@ -358,32 +259,20 @@ class Predictor:
         self.notes += [self.auto.describe(), *self.invariance.notes()]
         self.validation = self.auto.validation()
 
-    def _time_forwards(self, inv: Invariance, budget: float) -> dict[str, Any]:
-        """One forward timed at every verified size, at 1 row and at the largest size tried (what
-        the plan's choice and its notes compare), sizes whose forward raised left out."""
-        if not inv.sizes:
-            return {}
-        ran = set(inv.measured["tried"]) - set(inv.measured["failed"])
-        batches = {s: self.example_at(s) for s in {*inv.sizes, 1, max(ran)} & ran}
-        return time_forwards(lambda s: self.run_at(batches[s], s), list(batches), min(0.5, budget / 10))
+    def build_at(self, size: int) -> None:
+        """Build (or load) the backend's artifact for ``size`` rows."""
+        self._runners.at(size)
 
-    def _validate(self) -> Validation:
-        """This backend against eager on the example inputs (at a verified size)."""
-        if self.backend == "eager":
-            return Validation("eager", Difference(True))
-        size = self.invariance.sizes[-1] if self.invariance.sizes else batch_size_of(self._example)
-        example = self.example_at(size) if self._sample is not None and size else self._example
-        with torch.inference_mode():
-            ours = self.run_at(example, size)
-            eager = example.call(self.model)
-        return Validation(self.backend, bits_against(tree.move(eager, "cpu"), tree.move(ours, "cpu"), size))
+    def calibration_facts(self) -> dict[str, Any]:
+        """What else keys this runner's calibration: tiled ops and a dynamic-batch export give other bits."""
+        return {"batch_invariant": self._batch_invariant_kind(), "dynamic_batch": self._runners.dynamic}
 
     # -- running -----------------------------------------------------------------------------
-    def run_at(self, batch: ModelInputs, size: int | None) -> Any:
+    def forward_at(self, batch: ModelInputs, size: int | None) -> Any:
         """One forward of ``batch`` as the plan runs a batch of ``size`` rows (no padding, no
         cutting: ``batch`` has that size already)."""
         if self.members:
-            return self.members[self._backend_at(size)].run_at(batch, size)
+            return self.members[self._backend_at(size)].forward_at(batch, size)
         if self._running == threading.get_ident():  # inside running(): the switches are set already
             return batch.call(self._runners.at(size))
         with self._switches():
@@ -439,65 +328,6 @@ class Predictor:
         above = [s for s in by_size if size is None or s >= size]
         return by_size[min(above)] if above else by_size[max(by_size)]
 
-    def _forward(self, batch: ModelInputs) -> Any:
-        self._still_placed()
-        n = batch_size_of(batch)
-        if n is None:
-            if self.invariance.scheme not in ("off", "whole"):
-                raise UserError("these inputs have no batch dimension; the Predictor batches along dim 0")
-            return self._to_cpu(self.run_at(batch, None))
-        if n == 0:
-            raise UserError(
-                "predict got a batch of 0 rows; pass at least one sample (map() over no samples yields nothing)"
-            )
-        if self.invariance.scheme == "whole":  # rows coupled by design: the batch as given, never cut
-            plan = [(n, n)]
-        elif self.invariance.scheme == "off":
-            plan = [(min(n - i, self.max_batch_size),) * 2 for i in range(0, n, self.max_batch_size)]
-        else:
-            plan = self.invariance.plan(n)
-        if plan == [(n, n)]:  # one forward of the whole batch (a verified size): nothing to cut or join
-            with self._lock:
-                return self._to_cpu(self.run_at(fresh(batch), n))
-        outputs, start = [], 0
-        with self._lock:
-            for rows, size in plan:
-                chunk = fresh(pad_to(take_rows(batch, start, start + rows), rows, size))
-                outputs.append(output_rows(self.run_at(chunk, size), 0, rows, size))
-                start += rows
-        return self._to_cpu(join_outputs(outputs, [rows for rows, _ in plan]))
-
-    def _to_cpu(self, output: Any) -> Any:
-        # a model on the CPU gives CPU tensors: the walk over its output is skipped there
-        return output if self.device == "cpu" else tree.move(output, "cpu")
-
-    def _prepare(self, inputs: Any) -> ModelInputs:
-        given = ModelInputs.from_example(inputs)
-        if (
-            self.device == "cpu"
-            and self.dtype is None
-            and all(
-                isinstance(t, torch.Tensor) and t.device.type == "cpu" for t in (*given.args, *given.kwargs.values())
-            )
-        ):
-            return given  # tensors already where the model is (the common case): no walk
-        _, moved = prepare(None, given, self.device, self.dtype)  # floats cast to the model's dtype, as the example was
-        return moved
-
-    def predict(self, batch: Any) -> Any:
-        """Outputs for a batch (inputs as the model takes them, batch dim 0), on the CPU."""
-        prepared = self._prepare(batch)
-        if not self._ready:
-            self._set_up_on(prepared)
-        return self._forward(prepared)
-
-    def predict_one(self, sample: Any) -> Any:
-        """The output for one sample (no batch dimension), without a batch dimension."""
-        prepared = self._prepare(sample)
-        if not self._ready:
-            self._set_up_on(one_row(prepared))
-        return output_row(self._forward(self._batch_of([prepared])), 0, 1)
-
     def generate(
         self,
         prompts: Any,
@@ -530,46 +360,9 @@ class Predictor:
         key = (tile, bucket, attention)
         if key not in self._generators:
             self._generators[key] = TileGenerator(self.model, tile, bucket, self._lock, attention)
-        self._still_placed()
+        self._usable()
         with evaluating(self._modules), filling(True):  # the probe saw a plain forward, not generation's paths
             return self._generators[key].generate(prompt_list(prompts), max_new_tokens, return_scores, check)
-
-    def _batch_of(self, samples: list[ModelInputs]) -> ModelInputs:
-        """Samples without a batch dim (list models: single images) as one batch."""
-        return lift(samples, self._example)
-
-    def map(self, samples: Iterable[Any], batch_size: int | None = None, progress: bool = False) -> Iterator[Any]:
-        """Outputs for every sample (no batch dim each), in input order, batched ``batch_size``
-        at a time (default: the largest verified size); the last partial batch is handled. Not for
-        a model whose rows are coupled by design: how the samples were grouped would change them."""
-        samples = iter(samples)
-        if not self._ready:
-            first = next(samples, None)
-            if first is None:
-                return
-            self._set_up_on(one_row(self._prepare(first)))
-            samples = itertools.chain([first], samples)
-        if self.invariance.scheme == "whole":
-            raise UserError(
-                f"map() groups samples into batches, which changes this model's outputs: {self.invariance.measured['coupled']}; call predict() on the batches you mean"
-            )
-        size = batch_size or (self.invariance.sizes[-1] if self.invariance.sizes else self.max_batch_size)
-        pending: list[ModelInputs] = []
-        done = 0
-        for sample in itertools.chain(samples, [None]):  # None: the end, where the last partial batch runs
-            if sample is not None:
-                pending.append(self._prepare(sample))
-            if pending and (len(pending) == size or sample is None):
-                yield from self._flush(pending)
-                done += len(pending)
-                pending = []
-                if progress:
-                    print(f"\rsamebits: {done} samples", end="", file=sys.stderr, flush=True)
-
-    def _flush(self, pending: list[ModelInputs]) -> Iterator[Any]:
-        out = self._forward(self._batch_of(pending))
-        for i in range(len(pending)):
-            yield output_row(out, i, len(pending))
 
     # -- lifetime ----------------------------------------------------------------------------
     def close(self) -> None:
@@ -582,59 +375,11 @@ class Predictor:
             self._give_back()
         self._closed = True
 
-    def _still_placed(self) -> None:
+    def _usable(self) -> None:
         if self._closed and self._moved:
             raise UserError(
                 "this Predictor was closed and gave its model back on its own device and dtype; create a new one"
             )
-
-    def __enter__(self) -> Predictor:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-
-def fresh(batch: ModelInputs) -> ModelInputs:
-    """``batch`` with every tensor in contiguous storage of its own, aligned as torch's allocator
-    aligns it: kernels may pick another path by a pointer's alignment or a tensor's strides, so
-    a view at an offset (a chunk of a larger batch, a slice a caller passed) is copied, and what
-    is laid so already is used as it is."""
-    given = (*batch.args, *batch.kwargs.values())
-    if all(type(t) is torch.Tensor and is_aligned(t) for t in given):
-        return batch  # the common case: plain tensors laid so already, no walk
-
-    def lay(t: torch.Tensor) -> torch.Tensor:
-        return t if is_aligned(t) else aligned_copy(t)
-
-    return ModelInputs(tree.map_tensors(lay, batch.args), tree.map_tensors(lay, batch.kwargs))
-
-
-def one_row(sample: ModelInputs) -> ModelInputs:
-    """A batch of one from a sample without a batch dim: each tensor with a leading dim of 1 (a
-    model that takes a list of images needs example inputs instead)."""
-    return ModelInputs(
-        tree.map_tensors(lambda t: t.unsqueeze(0), sample.args),
-        tree.map_tensors(lambda t: t.unsqueeze(0), sample.kwargs),
-    )
-
-
-def no_sizes_reason(inv: Invariance, max_batch_size: int, device: str) -> str:
-    """Why a calibration verified no size: the forward raised at every size (an op torch's
-    deterministic algorithms have no kernel for, named), else no size kept a row's bits."""
-    errors = inv.measured.get("errors") or []
-    failed = set(inv.measured.get("failed") or [])
-    if errors and failed >= set(inv.measured.get("tried") or []):
-        first = str(errors[0]).split(": ", 1)[-1]
-        strict = re.search(r"(\S+(?: \S+)?) does not have a deterministic implementation", first)
-        if strict:
-            return (
-                f"{strict.group(1)} has no deterministic implementation on {device}, and the Predictor runs under "
-                "torch's deterministic algorithms (samebits.deterministic()): pass deterministic=False, or replace "
-                "the op"
-            )
-        return f"the model's forward raised at every batch size tried: {first}"
-    return f"no batch size up to {max_batch_size} is invariant here (measured: {inv.measured}); pass invariant=False"
 
 
 def _weakly(method: Any) -> Any:
