@@ -14,9 +14,11 @@ import functools
 import json
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
 from samebits.errors import UserError, first_line
+from samebits.models.inputs import ModelInputs
 from samebits.measure.load import Load, LoadWatch
 from samebits.measure.timing import Ratio, Timings, interleaved_times
 from samebits.runtime.backends import REGISTRY
@@ -25,8 +27,38 @@ from samebits.runtime.invariance import Invariance, bits_against, candidate_size
 from samebits.runtime.plan import Difference, Validation
 from samebits.tensors import tree
 
-if TYPE_CHECKING:
-    from samebits.runtime.predictor import Predictor
+
+class Member(Protocol):
+    """What ``auto`` needs of the runner of one backend (a Member)."""
+
+    invariance: Invariance
+    max_batch_size: int
+
+    def forward_at(self, batch: ModelInputs, size: int | None) -> Any: ...
+
+    def example_at(self, size: int) -> ModelInputs: ...
+
+
+class Owner(Protocol):
+    """What ``auto`` needs of the runner it plans for: the facts that key the plan, and a member
+    runner for one backend on the same prepared model and example."""
+
+    model: Any
+    device: str
+    invariant: bool
+    tile: int | None
+    max_batch_size: int
+    cache_dir: Path
+    fingerprint: dict[str, Any]
+
+    @property
+    def sample(self) -> ModelInputs | None: ...
+
+    @property
+    def weights_sha256(self) -> str: ...
+
+    def member(self, backend: str, budget: float) -> Member: ...
+
 
 FASTER = 0.97  # another backend replaces eager at a size only when it takes under 97% of its time (median)
 
@@ -91,7 +123,7 @@ class AutoPlan:
 
     def invariance(self, invariant: bool) -> Invariance:
         """The verified sizes this plan runs (every size a chosen backend verified), as the
-        Predictor reports them."""
+        Member reports them."""
         sizes = sorted(self.backend_by_size) if invariant else []
         scheme = ("tile" if len(sizes) == 1 else "class") if invariant else "off"
         measured = {
@@ -136,14 +168,14 @@ def candidates_for(device: str, asked: tuple[str, ...] | None) -> tuple[str, ...
     return ("eager", *[n for n in names if n != "eager"])
 
 
-def sizes_of(member: Predictor) -> list[int]:
+def sizes_of(member: Member) -> list[int]:
     """The batch sizes a member runs: its verified ones, or with invariance off every candidate."""
     if member.invariance.scheme != "off":
         return list(member.invariance.sizes)
     return candidate_sizes(member.max_batch_size)
 
 
-def drift(eager: Predictor, member: Predictor) -> Difference:
+def drift(eager: Member, member: Member) -> Difference:
     """``member`` against eager on the same batch, at the largest size both run (for invariant
     members a size both verified, which makes their classes one when the bits agree)."""
     common = sorted(set(sizes_of(eager)) & set(sizes_of(member)))
@@ -155,7 +187,7 @@ def drift(eager: Predictor, member: Predictor) -> Difference:
     return bits_against(theirs, ours, size)
 
 
-def time_sizes(members: Mapping[str, Predictor], budget: float) -> dict[int, Timings]:
+def time_sizes(members: Mapping[str, Member], budget: float) -> dict[int, Timings]:
     """One forward of each member at each size it runs, the members that share a size timed
     in interleaved rounds (noise hits them alike); ``budget`` seconds over all sizes."""
     sizes = sorted({s for m in members.values() for s in sizes_of(m)})
@@ -198,7 +230,7 @@ def choose(
     return by_size, {s: times[s].median(b) for s, b in by_size.items()}
 
 
-def plan_key(owner: Predictor, names: tuple[str, ...], allow_drift: bool) -> str:
+def plan_key(owner: Owner, names: tuple[str, ...], allow_drift: bool) -> str:
     """What a cached plan is valid for: the model, the candidates and their package versions,
     the invariance settings, the sample's shapes, the bit-relevant environment, the device."""
     from samebits.fingerprint.capture import device_identity
@@ -226,9 +258,9 @@ def plan_key(owner: Predictor, names: tuple[str, ...], allow_drift: bool) -> str
 
 
 def plan_auto(
-    owner: Predictor, names: tuple[str, ...], key: str, budget: float, allow_drift: bool
-) -> tuple[AutoPlan, dict[str, Predictor]]:
-    """The plan and the member Predictors it runs: read from the cache under ``key`` (only the
+    owner: Owner, names: tuple[str, ...], key: str, budget: float, allow_drift: bool
+) -> tuple[AutoPlan, dict[str, Member]]:
+    """The plan and the member Members it runs: read from the cache under ``key`` (only the
     chosen backends are built) where the plan there is well-formed and its members still verify
     the sizes they did, else measured and cached."""
     store, name = ArtifactCache(owner.cache_dir), f"auto-plan-{key}.json"
@@ -247,8 +279,8 @@ def plan_auto(
     return plan, members
 
 
-def _cached_members(owner: Predictor, plan: AutoPlan, budget: float) -> dict[str, Predictor] | None:
-    """The chosen backends' Predictors for a cached plan, or ``None`` where a backend no longer
+def _cached_members(owner: Owner, plan: AutoPlan, budget: float) -> dict[str, Member] | None:
+    """The chosen backends' Members for a cached plan, or ``None`` where a backend no longer
     builds or verifies the sizes it did."""
     try:
         members = {b: owner.member(b, budget) for b in plan.chosen}
@@ -260,10 +292,10 @@ def _cached_members(owner: Predictor, plan: AutoPlan, budget: float) -> dict[str
 
 
 def _measure(
-    owner: Predictor, names: tuple[str, ...], budget: float, allow_drift: bool
-) -> tuple[AutoPlan, dict[str, Predictor]]:
+    owner: Owner, names: tuple[str, ...], budget: float, allow_drift: bool
+) -> tuple[AutoPlan, dict[str, Member]]:
     start = time.monotonic()
-    members: dict[str, Predictor] = {}
+    members: dict[str, Member] = {}
     skipped: dict[str, str] = {}
     for b in names:
         try:
@@ -299,3 +331,25 @@ def _measure(
         seconds=round(time.monotonic() - start, 3),
     )
     return plan, {b: members[b] for b in chosen}
+
+
+class AutoRunner:
+    """``backend="auto"`` as a runner: its plan, and one member runner per backend it chose, each
+    running the sizes the plan gives it."""
+
+    def __init__(self, owner: Owner, asked: tuple[str, ...] | None, allow_drift: bool, budget: float) -> None:
+        names = candidates_for(owner.device, asked)
+        self.key = plan_key(owner, names, allow_drift)  # the plan's cache key
+        self.plan, self.members = plan_auto(owner, names, self.key, budget, allow_drift)
+
+    def backend_at(self, size: int | None) -> str:
+        """The backend chosen for ``size`` (an unmeasured size, which only invariant=False runs,
+        takes the choice at the next measured size up)."""
+        by_size = self.plan.backend_by_size
+        if size is not None and size in by_size:
+            return by_size[size]
+        above = [s for s in by_size if size is None or s >= size]
+        return by_size[min(above)] if above else by_size[max(by_size)]
+
+    def forward_at(self, batch: ModelInputs, size: int | None) -> Any:
+        return self.members[self.backend_at(size)].forward_at(batch, size)

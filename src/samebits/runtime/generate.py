@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
 from samebits.errors import UserError
 from samebits.measure.generate import attention, eos_ids, pad_id, padded, run_generate
+from samebits.runtime.invariance import Invariance
 
 
 @dataclasses.dataclass
@@ -77,6 +78,40 @@ def width_of(length: int, bucket: int) -> int:
     """The padded width of a prompt of ``length`` tokens: the next multiple of ``bucket`` that
     leaves at least one pad token."""
     return (length // bucket + 1) * bucket
+
+
+class Generates(Protocol):
+    """What generation reads of a Predictor: its model, verified sizes, lock and generators."""
+
+    model: Any
+    invariance: Invariance
+    max_batch_size: int
+    generators: dict[tuple[int, int, str | None], TileGenerator]
+    _lock: Any
+
+
+def generate_on(
+    runner: Generates,
+    prompts: Any,
+    max_new_tokens: int,
+    tile: int | None,
+    bucket: int,
+    return_scores: bool,
+    check: bool,
+    attention: str | None,
+) -> list[Generation]:
+    """:meth:`samebits.Predictor.generate` on ``runner``: the arguments checked, the tile chosen
+    (the largest verified batch size up to 32), one :class:`TileGenerator` per tile, bucket and
+    attention kept on the runner."""
+    if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+        raise UserError(f"max_new_tokens must be an integer >= 1, not {max_new_tokens!r}")
+    if not isinstance(bucket, int) or bucket < 1 or (tile is not None and (not isinstance(tile, int) or tile < 1)):
+        raise UserError("tile and bucket must be integers >= 1")
+    tile = tile or max([s for s in runner.invariance.sizes if s <= 32] or [min(8, runner.max_batch_size)])
+    key = (tile, bucket, attention)
+    if key not in runner.generators:
+        runner.generators[key] = TileGenerator(runner.model, tile, bucket, runner._lock, attention)
+    return runner.generators[key].generate(prompt_list(prompts), max_new_tokens, return_scores, check)
 
 
 class TileGenerator:

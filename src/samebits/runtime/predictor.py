@@ -4,6 +4,7 @@ batch a sample arrives in (measured, never assumed)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import threading
 import warnings
@@ -16,11 +17,9 @@ import torch
 from torch import nn
 
 from samebits.errors import UserError
-from samebits.limits import batch_rows
 from samebits.models import ModelInputs
 from samebits.models.target import as_loaded, eval_mode, inputs_for
 from samebits.runtime.cache import default_cache_dir
-from samebits.runtime.backends import BACKENDS
 from samebits.runtime.backends import backend as registered
 from samebits.measure.batching import (
     batch_size_of,
@@ -35,13 +34,14 @@ from samebits.determinism.shared import acquire_profile, release_profile
 from samebits.determinism.portable import require as require_level
 from samebits.runtime import fixed_order
 from samebits.runtime.batch_invariant import BatchInvariant, tiles_of
+from samebits.runtime.auto import AutoPlan, AutoRunner, Member
+from samebits.runtime.options import PredictorOptions
 from samebits.runtime.calibration import largest_batch, measure_invariance, validate
 from samebits.runtime.artifacts import Runners
 from samebits.runtime.plan import MemoryPlan, Plan
 from samebits.runtime.runner import BaseRunner
 
 if TYPE_CHECKING:
-    from samebits.runtime.auto import AutoPlan
     from samebits.runtime.generate import Generation, TileGenerator
 
 DEFAULT_MAX_BATCH = 256
@@ -63,6 +63,7 @@ class Predictor(BaseRunner):
     starts it so): refused in one line where it does not, since a running process cannot take it.
     """
 
+    _auto: AutoRunner | None = None  # backend="auto": the member Predictor that runs each size
     calibration_key: str | None = None  # the calibration's cache key; what else is measured for the plan keys on it
 
     def __init__(
@@ -86,17 +87,12 @@ class Predictor(BaseRunner):
         batch_invariant: bool | int = False,
         portable: str | None = None,
     ) -> None:
+        self.options = PredictorOptions(
+            device, dtype, backend, invariant, tile, max_batch_size, deterministic, calibration_budget,
+            memory_budget_mb, seed, allow_backend_drift, auto_backends, batch_invariant, portable,
+        ).checked()  # fmt: skip
         self.portable = require_level(portable)
         self._tiles = tiles_of(batch_invariant, backend)
-        if backend != "auto":
-            registered(backend, also=("auto",))
-        for name in auto_backends or ():
-            if name not in BACKENDS:
-                raise UserError(f"unknown backend '{name}' in auto_backends; choose from {', '.join(BACKENDS)}")
-        if max_batch_size is not None and max_batch_size != "auto":
-            batch_rows(max_batch_size, "max_batch_size")
-        if tile is not None:
-            batch_rows(tile, "tile")
         loaded = as_loaded(model_or_spec)
         model = loaded.model
         given = example_inputs is not None or loaded.example_inputs is not None
@@ -104,7 +100,7 @@ class Predictor(BaseRunner):
         self.device, self.backend, self.seed, self.dtype = device, backend, seed, dtype
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         super().__init__()
-        self._generators: dict[tuple[int, int, str | None], TileGenerator] = {}
+        self.generators: dict[tuple[int, int, str | None], TileGenerator] = {}  # by tile, bucket, attention
         self._release: weakref.finalize[[], Predictor] | None = None
         # the caller's model, given back as it was at close() or garbage collection
         self._give_back: weakref.finalize[[], Predictor] | None = None
@@ -117,8 +113,6 @@ class Predictor(BaseRunner):
             acquire_profile(seed, device)
             self._release = weakref.finalize(self, release_profile)  # also when collected unclosed
         self._given_model = model
-        self._settings = (max_batch_size, invariant, tile, calibration_budget, memory_budget_mb)
-        self._auto_settings = (auto_backends, allow_backend_drift)
         self._ready = False
         self._running: int | None = None  # the thread inside running()
         if example is not None:
@@ -127,8 +121,8 @@ class Predictor(BaseRunner):
     def _setup(self, example: ModelInputs) -> None:
         """Prepare the model, calibrate and validate on ``example`` (at creation, or on the first
         batch where no example inputs were given)."""
-        max_batch_size, invariant, tile, calibration_budget, memory_budget_mb = self._settings
-        backend, device = self.backend, self.device
+        o = self.options
+        backend, device, max_batch_size, invariant, tile = o.backend, o.device, o.max_batch_size, o.invariant, o.tile
         try:
             from samebits.fingerprint import Fingerprint
 
@@ -152,17 +146,18 @@ class Predictor(BaseRunner):
             self.memory: MemoryPlan | None = None
             self.notes: list[str] = []  # what the user should know about this predictor's plan
             if max_batch_size == "auto":
-                self.memory = largest_batch(self, memory_budget_mb)
+                self.memory = largest_batch(self, o.memory_budget_mb)
                 self.max_batch_size: int = self.memory.max_batch_size
             else:
                 self.max_batch_size = max_batch_size or tile or DEFAULT_MAX_BATCH  # type: ignore[assignment]
-            self.invariant, self.tile, self.memory_budget_mb = invariant, tile, memory_budget_mb
-            self.members: dict[str, Predictor] = {}  # backend="auto": one Predictor per backend it runs
-            self.auto: AutoPlan | None = None
-            if backend == "auto":
-                self._auto(calibration_budget, *self._auto_settings)
+            self.invariant, self.tile, self.memory_budget_mb = invariant, tile, o.memory_budget_mb
+            if backend == "auto":  # which backend runs which verified size: measured, or read from the cache
+                self._auto = AutoRunner(self, o.auto_backends, o.allow_backend_drift, o.calibration_budget)
+                self.calibration_key, self.invariance = self._auto.key, self._auto.plan.invariance(invariant)
+                self.notes += [self._auto.plan.describe(), *self.invariance.notes()]
+                self.validation = self._auto.plan.validation()
             else:
-                calibration = measure_invariance(self, invariant, tile, calibration_budget)
+                calibration = measure_invariance(self, invariant, tile, o.calibration_budget)
                 self.invariance, self.calibration_key = calibration.invariance, calibration.key
                 self.notes += [*calibration.notes, *self.invariance.notes()]
                 self.validation = validate(self, self.invariance)
@@ -172,7 +167,7 @@ class Predictor(BaseRunner):
                 sizes=tuple(self.invariance.sizes),
                 max_batch_size=self.max_batch_size,
                 backends=self.auto.chosen if self.auto else (backend,),
-                backend_by_size=self.auto.backend_by_size if self.auto else {},
+                backend_by_size=dict(self.auto.backend_by_size) if self.auto else {},
                 notes=tuple(self.notes),
             )
             self._ready = True
@@ -231,33 +226,20 @@ class Predictor(BaseRunner):
 
     def member(self, backend: str, budget: float) -> Predictor:
         """A Predictor for one backend on this predictor's (prepared) model, inputs, cache and
-        invariance settings: what ``backend="auto"`` measures and runs."""
-        return Predictor(
-            self.model,
-            device=self.device,
-            backend=backend,
-            invariant=self.invariant,
-            tile=self.tile,
-            max_batch_size=self.max_batch_size,
-            deterministic=False,  # the profile is this predictor's
-            cache_dir=self.cache_dir,
-            example_inputs=self._example,
-            calibration_budget=budget,
-            memory_budget_mb=self.memory_budget_mb,
-            seed=self.seed,
-        )
+        invariance settings: what ``backend="auto"`` measures and runs (the profile is this one's)."""
+        o = dataclasses.replace(self.options, backend=backend, deterministic=False, calibration_budget=budget)
+        o = dataclasses.replace(o, max_batch_size=self.max_batch_size, dtype=None, portable=None)
+        return Predictor(self.model, cache_dir=self.cache_dir, example_inputs=self._example, **o.to_dict())  # type: ignore[arg-type]
 
-    def _auto(self, budget: float, asked: tuple[str, ...] | None, allow_drift: bool) -> None:
-        """backend="auto": the plan (which backend runs which verified size) measured, or read
-        from the cache under the same key rules as the calibration."""
-        from samebits.runtime import auto
+    @property
+    def auto(self) -> AutoPlan | None:
+        """backend="auto": what it measured and chose (``None`` for one backend)."""
+        return self._auto.plan if self._auto is not None else None
 
-        names = auto.candidates_for(self.device, asked)
-        self.calibration_key = auto.plan_key(self, names, allow_drift)
-        self.auto, self.members = auto.plan_auto(self, names, self.calibration_key, budget, allow_drift)
-        self.invariance = self.auto.invariance(self.invariant)
-        self.notes += [self.auto.describe(), *self.invariance.notes()]
-        self.validation = self.auto.validation()
+    @property
+    def members(self) -> dict[str, Member]:
+        """backend="auto": the runner of each backend it chose (empty for one backend)."""
+        return dict(self._auto.members) if self._auto is not None else {}
 
     def build_at(self, size: int) -> None:
         """Build (or load) the backend's artifact for ``size`` rows."""
@@ -271,8 +253,8 @@ class Predictor(BaseRunner):
     def forward_at(self, batch: ModelInputs, size: int | None) -> Any:
         """One forward of ``batch`` as the plan runs a batch of ``size`` rows (no padding, no
         cutting: ``batch`` has that size already)."""
-        if self.members:
-            return self.members[self._backend_at(size)].forward_at(batch, size)
+        if self._auto is not None:
+            return self._auto.forward_at(batch, size)
         if self._running == threading.get_ident():  # inside running(): the switches are set already
             return batch.call(self._runners.at(size))
         with self._switches():
@@ -297,7 +279,7 @@ class Predictor(BaseRunner):
         per-forward switches entered once and the lock held for the whole block (measured: entering
         them per call was 5% of a 0.6 ms forward). Nothing changes where the Predictor is not set up
         yet (it sets up on the first batch) or runs ``backend="auto"`` (its members switch per call)."""
-        if not self._ready or self.members or self._running is not None:
+        if not self._ready or self._auto is not None or self._running is not None:
             yield  # not set up yet (it sets up on the first batch), auto's members, or nested
             return
         with self._lock, self._switches():
@@ -317,16 +299,6 @@ class Predictor(BaseRunner):
     def _tiled(self) -> contextlib.AbstractContextManager[Any]:
         """:func:`samebits.batch_invariant` where asked for (``batch_invariant=``), else nothing."""
         return BatchInvariant(self._tiles) if self._tiles else contextlib.nullcontext()
-
-    def _backend_at(self, size: int | None) -> str:
-        """backend="auto": the backend chosen for ``size`` (an unmeasured size, which only
-        invariant=False runs, takes the choice at the next measured size up)."""
-        assert self.auto is not None
-        by_size = self.auto.backend_by_size
-        if size is not None and size in by_size:
-            return by_size[size]
-        above = [s for s in by_size if size is None or s >= size]
-        return by_size[min(above)] if above else by_size[max(by_size)]
 
     def generate(
         self,
@@ -348,21 +320,13 @@ class Predictor(BaseRunner):
         depend on its neighbours; ``None`` leaves the model's). ``prompts``: a
         list of 1-D token-id tensors, or ``{"input_ids", "attention_mask"}``. Returns one
         :class:`~samebits.runtime.generate.Generation` per prompt, in order."""
-        from samebits.runtime.generate import TileGenerator, prompt_list
+        from samebits.runtime.generate import generate_on
 
         if not self._ready:
             raise UserError("generate() needs the Predictor calibrated: pass example_inputs=... when creating it")
-        if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
-            raise UserError(f"max_new_tokens must be an integer >= 1, not {max_new_tokens!r}")
-        if not isinstance(bucket, int) or bucket < 1 or (tile is not None and (not isinstance(tile, int) or tile < 1)):
-            raise UserError("tile and bucket must be integers >= 1")
-        tile = tile or max([s for s in self.invariance.sizes if s <= 32] or [min(8, self.max_batch_size)])
-        key = (tile, bucket, attention)
-        if key not in self._generators:
-            self._generators[key] = TileGenerator(self.model, tile, bucket, self._lock, attention)
         self._usable()
         with evaluating(self._modules), filling(True):  # the probe saw a plain forward, not generation's paths
-            return self._generators[key].generate(prompt_list(prompts), max_new_tokens, return_scores, check)
+            return generate_on(self, prompts, max_new_tokens, tile, bucket, return_scores, check, attention)
 
     # -- lifetime ----------------------------------------------------------------------------
     def close(self) -> None:
