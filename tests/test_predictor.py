@@ -454,7 +454,7 @@ def test_running_sets_the_switches_once_and_leaves_nothing_behind_after_an_error
                 assert torch.is_inference_mode_enabled()  # entered once for the block
                 assert torch.equal(p.predict(x), alone) and torch.equal(p.predict(x[:1]), alone[:1])
                 raise RuntimeError("stop")
-        assert not torch.is_inference_mode_enabled() and p._running is None
+        assert not torch.is_inference_mode_enabled() and p._mode._running is None
         done = []
         worker = threading.Thread(target=lambda: done.append(p.predict(x)))  # the lock was released
         worker.start()

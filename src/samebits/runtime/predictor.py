@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import threading
 import warnings
 import weakref
 from collections.abc import Iterator
@@ -21,20 +20,15 @@ from samebits.models import ModelInputs
 from samebits.models.target import as_loaded, eval_mode, inputs_for
 from samebits.runtime.cache import default_cache_dir
 from samebits.runtime.backends import backend as registered
-from samebits.measure.batching import (
-    batch_size_of,
-    concat_batches,
-    random_neighbour,
-    take_sample,
-)
+from samebits.measure.batching import batch_size_of, concat_batches, random_neighbour, take_sample
 from samebits.measure.prepare import prepare
-from samebits.measure.model_state import evaluating, hold
-from samebits.determinism.fill import asks_for_uninitialized, filling
-from samebits.determinism.shared import acquire_profile, release_profile
+from samebits.measure.model_state import evaluating
+from samebits.determinism.fill import filling
 from samebits.determinism.portable import require as require_level
-from samebits.runtime import fixed_order
-from samebits.runtime.batch_invariant import BatchInvariant, tiles_of
+from samebits.runtime.batch_invariant import tiles_of
 from samebits.runtime.auto import AutoPlan, AutoRunner, Member
+from samebits.runtime.custody import Custody
+from samebits.runtime.forward_mode import ForwardMode
 from samebits.runtime.options import PredictorOptions
 from samebits.runtime.calibration import largest_batch, measure_invariance, validate
 from samebits.runtime.artifacts import Runners
@@ -101,20 +95,9 @@ class Predictor(BaseRunner):
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         super().__init__()
         self.generators: dict[tuple[int, int, str | None], TileGenerator] = {}  # by tile, bucket, attention
-        self._release: weakref.finalize[[], Predictor] | None = None
-        # the caller's model, given back as it was at close() or garbage collection
-        self._give_back: weakref.finalize[[], Predictor] | None = None
-        self._moved = self._closed = False
-        self._state = None
-        if isinstance(model, nn.Module):
-            self._state, release = hold(model)
-            self._give_back = weakref.finalize(self, release)
-        if deterministic:
-            acquire_profile(seed, device)
-            self._release = weakref.finalize(self, release_profile)  # also when collected unclosed
+        self._custody = Custody(self, model, deterministic, seed, device)
         self._given_model = model
         self._ready = False
-        self._running: int | None = None  # the thread inside running()
         if example is not None:
             self._setup(example)
 
@@ -132,15 +115,16 @@ class Predictor(BaseRunner):
             if isinstance(self.model, nn.Module):
                 for param in eval_mode(self.model).parameters():  # per tensor: ScriptModules refuse requires_grad_
                     param.requires_grad_(False)
-            self._moved = self._state.settle() if self._state is not None else False
-            self._modules = list(self.model.modules()) if isinstance(self.model, nn.Module) else []
+            self._custody.settle()
+            self._mode = ForwardMode(self.model, self._tiles, device)
             # Export once with a dynamic batch dim where it can work: not for a list input (images),
             # whose length torch.export cannot make dynamic; those get one file per batch size.
             dynamic = backend == "onnxruntime" and not any(
                 isinstance(a, list) for a in [*self._example.args, *self._example.kwargs.values()]
             )
             self._runners = Runners(backend, self.model, _weakly(self.example_at), self.cache_dir, device, dynamic)
-            self._fill_needed = self._needs_fill()
+            if backend != "auto" and registered(backend).eager_dispatch:  # auto: each member decides for its own
+                self._mode.measure_fill(lambda: self._example.call(self.model))
             self.artifacts = self._runners.artifacts  # by batch size: each compiled file, built here or loaded
             self._sample = take_sample(self._example, 0) if batch_size_of(self._example) is not None else None
             self.memory: MemoryPlan | None = None
@@ -174,14 +158,6 @@ class Predictor(BaseRunner):
         except BaseException:
             self.close()  # a failed setup leaves no profile behind
             raise
-
-    def _needs_fill(self) -> bool:
-        """Whether forwards need uninitialized memory filled (determinism/fill.py): only where the
-        backend runs the eager forward and one forward of the example asks for such memory."""
-        if self.backend == "auto" or not registered(self.backend).eager_dispatch:
-            return True  # auto: each member decides for its own backend
-        with torch.inference_mode(), evaluating(self._modules), self._tiled():
-            return asks_for_uninitialized(lambda: self._example.call(self.model)) is not None
 
     def _ready_for(self, batch: ModelInputs) -> None:
         """No example inputs were given: calibrate on this first batch, saying so once."""
@@ -247,7 +223,7 @@ class Predictor(BaseRunner):
 
     def calibration_facts(self) -> dict[str, Any]:
         """What else keys this runner's calibration: tiled ops and a dynamic-batch export give other bits."""
-        return {"batch_invariant": self._batch_invariant_kind(), "dynamic_batch": self._runners.dynamic}
+        return {"batch_invariant": self._mode.kind(), "dynamic_batch": self._runners.dynamic}
 
     # -- running -----------------------------------------------------------------------------
     def forward_at(self, batch: ModelInputs, size: int | None) -> Any:
@@ -255,23 +231,7 @@ class Predictor(BaseRunner):
         cutting: ``batch`` has that size already)."""
         if self._auto is not None:
             return self._auto.forward_at(batch, size)
-        if self._running == threading.get_ident():  # inside running(): the switches are set already
-            return batch.call(self._runners.at(size))
-        with self._switches():
-            return batch.call(self._runners.at(size))
-
-    def _switches(self) -> contextlib.AbstractContextManager[Any]:
-        """What every forward runs under: inference mode, eval (even after the give-back), the
-        tiles where asked for, the fill of uninitialized memory where needed."""
-        with contextlib.ExitStack() as stack:  # one that raises leaves none of the others entered
-            for switch in (
-                torch.inference_mode(),
-                evaluating(self._modules),
-                self._tiled(),
-                filling(self._fill_needed),
-            ):
-                stack.enter_context(switch)
-            return stack.pop_all()
+        return self._mode.call(lambda: batch.call(self._runners.at(size)))
 
     @contextlib.contextmanager
     def running(self) -> Iterator[None]:
@@ -279,26 +239,11 @@ class Predictor(BaseRunner):
         per-forward switches entered once and the lock held for the whole block (measured: entering
         them per call was 5% of a 0.6 ms forward). Nothing changes where the Predictor is not set up
         yet (it sets up on the first batch) or runs ``backend="auto"`` (its members switch per call)."""
-        if not self._ready or self._auto is not None or self._running is not None:
-            yield  # not set up yet (it sets up on the first batch), auto's members, or nested
+        if not self._ready or self._auto is not None:
+            yield  # not set up yet (it sets up on the first batch), or auto's members, which switch per call
             return
-        with self._lock, self._switches():
-            self._running = threading.get_ident()
-            try:
-                yield
-            finally:
-                self._running = None
-
-    def _batch_invariant_kind(self) -> Any:
-        """What ``batch_invariant=`` runs here: the tile size, with the fixed-order kernels on
-        CUDA where Triton is installed (other bits than the tiles)."""
-        if self._tiles and self.device.startswith("cuda") and fixed_order.unavailable() is None:
-            return [self._tiles, "fixed-order"]
-        return self._tiles
-
-    def _tiled(self) -> contextlib.AbstractContextManager[Any]:
-        """:func:`samebits.batch_invariant` where asked for (``batch_invariant=``), else nothing."""
-        return BatchInvariant(self._tiles) if self._tiles else contextlib.nullcontext()
+        with self._mode.running(self._lock):
+            yield
 
     def generate(
         self,
@@ -325,7 +270,7 @@ class Predictor(BaseRunner):
         if not self._ready:
             raise UserError("generate() needs the Predictor calibrated: pass example_inputs=... when creating it")
         self._usable()
-        with evaluating(self._modules), filling(True):  # the probe saw a plain forward, not generation's paths
+        with evaluating(self._mode.modules), filling(True):  # the probe saw a plain forward, not generation's paths
             return generate_on(self, prompts, max_new_tokens, tile, bucket, return_scores, check, attention)
 
     # -- lifetime ----------------------------------------------------------------------------
@@ -333,17 +278,10 @@ class Predictor(BaseRunner):
         """End the determinism profile (restoring every switch) and give the model back as it was
         (training flags, ``requires_grad``, device, dtype). The predictor can still run (in eval
         mode), unless it had moved the model to another device or dtype."""
-        if self._release is not None:
-            self._release()  # runs once: later calls do nothing
-        if self._give_back is not None:
-            self._give_back()
-        self._closed = True
+        self._custody.release()
 
     def _usable(self) -> None:
-        if self._closed and self._moved:
-            raise UserError(
-                "this Predictor was closed and gave its model back on its own device and dtype; create a new one"
-            )
+        self._custody.usable()
 
 
 def _weakly(method: Any) -> Any:
