@@ -340,7 +340,7 @@ def test_max_batch_size_caps_the_calibration_and_verify_rebuilds_the_same_plan(i
 def test_a_sample_digest_covers_every_output_row_and_the_outputs_names_and_shapes():
     import xxhash
 
-    from samebits.offline.run import sample_digests
+    from samebits.offline.shard import sample_digests
 
     a, b = torch.randn(5, 3, 4), torch.randn(5, 2, dtype=torch.float64)
     got = sample_digests({"b": b, "a": a}, 5)

@@ -16,7 +16,7 @@ pytest.importorskip("ray.data", reason="Ray Data needs ray[data] (pandas, pyarro
 from samebits.errors import UserError  # noqa: E402
 from samebits.offline import predict  # noqa: E402
 from samebits.offline.ray_data import predict_dataset  # noqa: E402
-from samebits.offline.run import sample_digests  # noqa: E402
+from samebits.offline.shard import sample_digests  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 SPEC = "demo:mlp"  # batch-variant on this CPU: plain batching would give other bits

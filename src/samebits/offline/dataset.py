@@ -11,7 +11,8 @@ from typing import Any
 from samebits.errors import UserError, first_line
 from samebits.measure.batching import batch_size_of, concat_batches, take_rows
 from samebits.models.inputs import ModelInputs
-from samebits.offline.sources import BadInput, InputFile, Piece, Shapes, Skipped, Source, open_source, row_shapes
+from samebits.offline.images import ImageSource
+from samebits.offline.sources import BadInput, InputFile, Piece, Shapes, Skipped, Source, TensorFile, row_shapes
 
 
 class Dataset:
@@ -99,3 +100,20 @@ class Dataset:
         row, reason = piece.bad[0]
         where = f" row {row}" if source.rows > 1 else ""
         raise UserError(f"input '{source.file.path}'{where}: {reason} (pass --skip-bad to leave such samples out)")
+
+
+def open_source(file: InputFile, options: dict[str, Any]) -> Source:
+    """The source for one file; ``options`` carry the column map (Parquet) and the image
+    preprocessing (images). A file that cannot be opened raises :class:`BadInput`."""
+    try:
+        if file.kind == "parquet":
+            from samebits.offline.parquet import ParquetSource  # pyarrow only where a Parquet file is read
+
+            return ParquetSource(file, options["columns"])
+        if file.kind == "images":
+            return ImageSource(file, options["image"])
+        return TensorFile(file)
+    except BadInput:
+        raise
+    except Exception as exc:
+        raise BadInput(first_line(exc)) from None

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from samebits.errors import UserError, first_line
+from samebits.errors import UserError
 from samebits.files import xxh3_file
 from samebits.models.inputs import ModelInputs
 
@@ -194,22 +194,3 @@ class Skipped:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
-
-
-def open_source(file: InputFile, options: dict[str, Any]) -> Source:
-    """The source for one file; ``options`` carry the column map (Parquet) and the image
-    preprocessing (images). A file that cannot be opened raises :class:`BadInput`."""
-    try:
-        if file.kind == "parquet":
-            from samebits.offline.parquet import ParquetSource
-
-            return ParquetSource(file, options["columns"])
-        if file.kind == "images":
-            from samebits.offline.images import ImageSource
-
-            return ImageSource(file, options["image"])
-        return TensorFile(file)
-    except BadInput:
-        raise
-    except Exception as exc:
-        raise BadInput(first_line(exc)) from None

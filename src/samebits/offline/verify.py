@@ -14,16 +14,8 @@ from samebits.files import BadJson, read_json, xxh3_file
 from samebits.models.spec import is_data_only_spec
 from samebits.models.target import as_loaded
 from samebits.offline.images import ImagePrep
-from samebits.offline.run import (
-    MANIFEST,
-    is_entry,
-    shard_name,
-    SCHEMA_VERSION,
-    shard_outputs,
-    example_of,
-    open_dataset,
-    sample_digests,
-)
+from samebits.offline.run import MANIFEST, SCHEMA_VERSION, is_entry
+from samebits.offline.shard import example_of, open_dataset, sample_digests, shard_name, shard_outputs
 from samebits.offline.sources import InputFile, input_files
 from samebits.exit_codes import exit_code
 

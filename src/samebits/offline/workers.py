@@ -136,7 +136,7 @@ class ShardWorker:
         from samebits.fingerprint.diff import bit_relevant_digest
         from samebits.models.target import as_loaded
         from samebits.offline.images import ImagePrep
-        from samebits.offline.run import example_of, open_dataset
+        from samebits.offline.shard import example_of, open_dataset
         from samebits.offline.sources import InputFile
         from samebits.runtime.predictor import Predictor
 
@@ -170,7 +170,7 @@ class ShardWorker:
             )
 
     def shard(self, index: int) -> dict[str, Any]:
-        from samebits.offline.run import compute_shard
+        from samebits.offline.shard import compute_shard
 
         job = self.job
         return compute_shard(
