@@ -205,12 +205,14 @@ def test_a_large_body_is_parsed_off_the_event_loop_and_a_bug_is_a_json_500(monke
     from fastapi.testclient import TestClient
 
     import serve_models
-    import samebits.serve.app as app_module
     from samebits.serve.server import build
+    from samebits.serve.service import ModelService
 
     threads = []
-    real = app_module.decode
-    monkeypatch.setattr(app_module, "decode", lambda *a: threads.append(threading.current_thread().name) or real(*a))
+    real = ModelService._decode
+    monkeypatch.setattr(
+        ModelService, "_decode", lambda self, *a: threads.append(threading.current_thread().name) or real(self, *a)
+    )
     model, example = serve_models.mlp()
     app, runner, signature = build(model, example)
     try:

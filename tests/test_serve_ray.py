@@ -109,3 +109,27 @@ def test_options_a_replica_does_not_serve_are_refused_not_ignored(options, says)
 
     with pytest.raises(UserError, match=f"does not serve {says}"):
         deployment(SPEC, options=options)
+
+
+def test_a_model_whose_rows_are_coupled_answers_each_request_as_its_own_batch_through_ray(local_ray):
+    """The replicas serve through the one model service: a model whose output is [B, B] (each row
+    against the whole batch) never has concurrent requests joined (the replicas' batcher joined
+    them before it was built from the plan's facts)."""
+    import check_models
+
+    spec = f"{HERE / 'check_models.py'}:self_similarity"
+    serve.run(
+        deployment(spec, options=ServeOptions(max_batch_size=8), name="coupled").bind(),
+        name="coupled",
+        route_prefix="/coupled",
+    )
+    model, _ = check_models.self_similarity()
+    xs = [torch.randn(2, 16, generator=torch.Generator().manual_seed(i)) for i in range(6)]
+    try:
+        with concurrent.futures.ThreadPoolExecutor(6) as pool:
+            url = f"{local_ray}/coupled/v2/models/self_similarity/infer"
+            answers = list(pool.map(lambda x: infer(url, x), xs, timeout=300))
+        for x, got in zip(xs, answers):
+            assert got.shape == (2, 2) and torch.equal(got, model(x).detach())
+    finally:
+        serve.delete("coupled")

@@ -156,14 +156,14 @@ def serve_command(
 
     def announce(bound: int) -> None:
         sizes = ",".join(map(str, runner.plan.sizes)) or "none"
-        if app.state.not_ready:
-            typer.echo(f"NOT READY: {app.state.not_ready}", err=True)
+        if app.state.service.not_ready:
+            typer.echo(f"NOT READY: {app.state.service.not_ready}", err=True)
         for note in runner.plan.notes:
             typer.echo(f"note: {note}", err=True)
         typer.echo(
             f"serving {app.state.model_name} on http://{host}:{bound} (verified batch sizes {sizes}); "
             f"POST /v2/models/{app.state.model_name}/infer"
-            + (f", /v2/models/{app.state.model_name}/generate" if app.state.generates else "")
+            + (f", /v2/models/{app.state.model_name}/generate" if app.state.service.generating is not None else "")
             + (f"; gRPC on {host}:{app.state.grpc_port}" if app.state.grpc_port is not None else ""),
             err=True,
         )
@@ -172,7 +172,7 @@ def serve_command(
         serve(app, options, on_ready=announce)
     finally:
         runner.close()
-    if app.state.batcher.stuck_since is not None:
+    if app.state.service.batcher.stuck_since is not None:
         # Python cannot end a thread: the forward that hangs in the worker thread would keep the
         # interpreter from exiting (it joins the thread). Its requests were answered (503).
         typer.echo("samebits: a forward was still running past --forward-timeout-s; exiting without it", err=True)

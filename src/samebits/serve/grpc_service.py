@@ -12,10 +12,9 @@ every other RPC of the service is UNIMPLEMENTED."""
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import math
 import os
-import time
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
@@ -28,9 +27,8 @@ import grpc
 import torch
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
-from samebits.errors import UserError, first_line
-from samebits.serve.app import _PARSE, INLINE_BODY, checked, cropped, known_outputs
-from samebits.serve.batcher import Draining, ForwardFailed, QueueFull, Stuck, TimedOut, TooLarge
+from samebits.errors import UserError
+from samebits.serve.service import ModelService, checked, known_outputs, parsed_off_loop, service_error
 from samebits.serve.options import ServeOptions
 from samebits.serve.protocol import (
     ProtocolError,
@@ -214,33 +212,11 @@ CONTENTS = {
 }
 
 
-class Failed(Exception):
-    """A call answered with a gRPC error: its code, the HTTP status REST gives the same error
-    (for /metrics), and one line."""
-
-    def __init__(self, code: Any, status: int, message: str) -> None:
-        super().__init__(message)
-        self.code, self.status = code, status
-
-
-def failure(exc: BaseException) -> Failed:
-    """``exc`` as the gRPC status REST's HTTP status stands for; anything unforeseen is INTERNAL."""
-    if isinstance(exc, Failed):
-        return exc
-    line = first_line(exc)
-    if isinstance(exc, ProtocolError):
-        return Failed(grpc.StatusCode.INVALID_ARGUMENT, 400, line)
-    if isinstance(exc, TooLarge):  # a retry can never succeed
-        return Failed(grpc.StatusCode.INVALID_ARGUMENT, 413, line)
-    if isinstance(exc, QueueFull):
-        return Failed(grpc.StatusCode.RESOURCE_EXHAUSTED, 503, f"the queue is full: {line}")
-    if isinstance(exc, (Draining, Stuck)):
-        return Failed(grpc.StatusCode.UNAVAILABLE, 503, line)
-    if isinstance(exc, TimedOut):
-        return Failed(grpc.StatusCode.DEADLINE_EXCEEDED, 504, line)
-    if isinstance(exc, ForwardFailed):
-        return Failed(grpc.StatusCode.INTERNAL, 500, f"the model's forward failed: {line}")
-    return Failed(grpc.StatusCode.INTERNAL, 500, f"internal error: {first_line(exc, with_type=True)}")
+def failure(exc: BaseException) -> tuple[Any, str]:
+    """``exc`` as the gRPC status REST's HTTP status stands for (:func:`service_error`'s one
+    table): (code, one line)."""
+    failed = service_error(exc)
+    return getattr(grpc.StatusCode, failed.grpc_code), str(failed)
 
 
 def decode_request(request: Any, signature: Signature) -> tuple[dict[str, torch.Tensor], int, list[str]]:
@@ -290,57 +266,38 @@ def decode_request(request: Any, signature: Signature) -> tuple[dict[str, torch.
 
 
 class InferenceService:
-    """The RPCs over one REST app's state (its batcher, readiness, metadata and metrics)."""
+    """The RPCs over one :class:`~samebits.serve.service.ModelService`: its readiness, metadata,
+    metrics and infer pipeline, as REST answers from them."""
 
-    def __init__(self, app: FastAPI) -> None:
-        state = app.state
-        self.batcher = state.batcher
-        self.name: str = state.model_name
-        self.signature: Signature = state.signature
-        self.model_metadata: dict[str, Any] = state.model_metadata
-        self.server_metadata: dict[str, Any] = state.server_metadata
-        self.ready = state.ready
-        self.metrics = state.metrics
+    def __init__(self, service: ModelService) -> None:
+        self.service = service
         self.messages = MESSAGE_CLASSES
-
-    def known(self, name: str, version: str) -> None:
-        if name != self.name:
-            raise Failed(grpc.StatusCode.NOT_FOUND, 404, f"unknown model {name!r}; this server serves {self.name!r}")
-        if version not in ("", "1"):
-            raise Failed(grpc.StatusCode.NOT_FOUND, 404, f"unknown version {version!r} of {name!r}; it has version 1")
 
     async def ServerLive(self, request: Any, context: Any) -> Any:
         return self.messages["ServerLiveResponse"](live=True)
 
     async def ServerReady(self, request: Any, context: Any) -> Any:
-        return self.messages["ServerReadyResponse"](ready=self.ready())
+        return self.messages["ServerReadyResponse"](ready=self.service.ready())
 
     async def ServerMetadata(self, request: Any, context: Any) -> Any:
-        return self.messages["ServerMetadataResponse"](**self.server_metadata)
+        return self.messages["ServerMetadataResponse"](**self.service.server_metadata)
 
     async def ModelReady(self, request: Any, context: Any) -> Any:
-        response, failed = await self._run(self._model_ready(request))
-        return await self._reply(context, response, failed)
+        return await self._answer(context, self._model_ready(request))
 
     async def ModelMetadata(self, request: Any, context: Any) -> Any:
-        response, failed = await self._run(self._model_metadata(request))
-        return await self._reply(context, response, failed)
+        return await self._answer(context, self._model_metadata(request))
 
     async def ModelInfer(self, request: Any, context: Any) -> Any:
-        started = time.monotonic()
-        response, failed = await self._run(self._infer(request))
-        # counted with REST's requests, by the HTTP status REST gives the same answer
-        self.metrics.requests.labels(str(failed.status if failed is not None else 200)).inc()
-        self.metrics.latency.observe(time.monotonic() - started)
-        return await self._reply(context, response, failed)
+        return await self._answer(context, self._infer(request), counted=True)
 
     async def _model_ready(self, request: Any) -> Any:
-        self.known(request.name, request.version)
-        return self.messages["ModelReadyResponse"](ready=self.ready())
+        self.service.known(request.name, request.version)
+        return self.messages["ModelReadyResponse"](ready=self.service.ready())
 
     async def _model_metadata(self, request: Any) -> Any:
-        self.known(request.name, request.version)
-        meta = self.model_metadata
+        self.service.known(request.name, request.version)
+        meta = self.service.model_metadata
         return self.messages["ModelMetadataResponse"](
             name=meta["name"],
             versions=meta["versions"],
@@ -349,31 +306,22 @@ class InferenceService:
             outputs=meta["outputs"],
         )
 
-    @staticmethod
-    async def _run(call: Coroutine[Any, Any, Any]) -> tuple[Any, Failed | None]:
-        """(response, None), or (None, the failure) where ``call`` raised."""
+    async def _answer(self, context: Any, call: Coroutine[Any, Any, Any], counted: bool = False) -> Any:
+        """The response, or the call ended with the failure's code and one line (no traceback);
+        an infer counted with REST's requests, by the HTTP status REST gives the same answer."""
         try:
-            return await call, None
+            with self.service.counted() if counted else contextlib.nullcontext():
+                return await call
         except Exception as exc:
-            return None, failure(exc)
-
-    @staticmethod
-    async def _reply(context: Any, response: Any, failed: Failed | None) -> Any:
-        """The response, or the call ended with the failure's code and one line (no traceback)."""
-        if failed is not None:
-            await context.abort(failed.code, str(failed))  # raises
-        return response
+            code, line = failure(exc)
+        await context.abort(code, line)  # raises
 
     async def _infer(self, request: Any) -> Any:
-        self.known(request.model_name, request.model_version)
-        if request.ByteSize() <= INLINE_BODY:
-            tensors, length, names = decode_request(request, self.signature)
-        else:  # a large request is read off the event loop, one at a time, as REST's large bodies
-            loop = asyncio.get_running_loop()
-            tensors, length, names = await loop.run_in_executor(_PARSE, decode_request, request, self.signature)
-        output = await self.batcher.submit(self.signature.arguments(tensors))
-        named = cropped(self.signature, output, length)
-        response = self.messages["ModelInferResponse"](model_name=self.name, model_version="1", id=request.id)
+        self.service.known(request.model_name, request.model_version)
+        signature = self.service.signature
+        tensors, length, names = await parsed_off_loop(decode_request, request.ByteSize(), request, signature)
+        named = await self.service.infer(tensors, length)
+        response = self.messages["ModelInferResponse"](model_name=self.service.name, model_version="1", id=request.id)
         for name in names:
             t = named[name].detach().cpu().contiguous()
             response.outputs.add(name=name, datatype=datatype_of(t.dtype), shape=list(t.shape))
@@ -400,8 +348,8 @@ def _parsed(method: Any, message: Any) -> Any:
 
 
 def handler(app: FastAPI) -> Any:
-    """The service's generic RPC handler over ``app``'s state."""
-    service = InferenceService(app)
+    """The service's generic RPC handler over ``app``'s model service."""
+    service = InferenceService(app.state.service)
     methods = {
         rpc: grpc.unary_unary_rpc_method_handler(
             _parsed(getattr(service, rpc), MESSAGE_CLASSES[f"{rpc}Request"]),

@@ -1,5 +1,5 @@
 """Ray Serve, for more than one machine: a deployment whose replicas each run the same
-:class:`~samebits.serve.batcher.Batcher` and Predictor as ``samebits serve`` and speak the same
+:class:`~samebits.serve.service.ModelService` and Predictor as ``samebits serve`` and speak the same
 protocol (``POST /<route>/v2/models/NAME/infer``). ``pip install 'samebits[ray]'``.
 
 Replicas share the Predictor's calibration and compiled artifacts through its cache folder (pass
@@ -56,8 +56,8 @@ def deployment(
             import ray
 
             from samebits.fingerprint.diff import bit_relevant_digest
-            from samebits.serve.batcher import Batcher
             from samebits.serve.server import served
+            from samebits.serve.service import ModelService
 
             require(portable)
             one = served(model_spec, None, options, cache_dir)
@@ -77,13 +77,13 @@ def deployment(
                     f"this replica's bit-relevant fingerprint ({mine[:12]}) differs from the first replica's "
                     f"({first[:12]}): it would answer with other bits (another CPU ISA or torch build); not starting"
                 )
-            self.batcher = Batcher.for_runner(self.predictor, options, key=one.key)
+            self.service = ModelService(self.predictor, self.signature, name=self.name, options=options, key=one.key)
 
         async def __call__(self, request: Any) -> Any:
             from starlette.responses import JSONResponse, Response
 
-            from samebits.serve.app import HTTPError, answer
             from samebits.serve.protocol import HEADER_LENGTH
+            from samebits.serve.service import service_error
 
             path = request.url.path.rstrip("/")
             if request.method == "GET" and path.endswith(("/v2/health/ready", "/v2/health/live")):
@@ -91,17 +91,14 @@ def deployment(
             if request.method != "POST" or not path.endswith(f"/v2/models/{self.name}/infer"):
                 return JSONResponse({"error": f"POST /v2/models/{self.name}/infer"}, status_code=404)
             try:
-                status, headers, body = await answer(
-                    await request.body(),
-                    request.headers.get(HEADER_LENGTH.lower()),
-                    self.signature,
-                    self.batcher,
-                    self.name,
-                    int(options.max_json_mb * 1024 * 1024),
-                )
-            except HTTPError as exc:
-                return JSONResponse({"error": str(exc)}, status_code=exc.status, headers=exc.headers)
-            return Response(body, status_code=status, headers=headers)
+                with self.service.counted():
+                    headers, body = await self.service.infer_body(
+                        await request.body(), request.headers.get(HEADER_LENGTH.lower())
+                    )
+            except Exception as exc:
+                failed = service_error(exc)
+                return JSONResponse({"error": str(failed)}, status_code=failed.status, headers=failed.headers)
+            return Response(body, headers=headers)
 
     return SamebitsReplica
 

@@ -250,7 +250,7 @@ def serve(app: FastAPI, options: ServeOptions = ServeOptions(), on_ready: Callab
         # New requests get 503; queued and running ones finish, within a bound: a forward stuck
         # in the worker thread answered its requests with 503 already and is not waited for.
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(app.state.batcher.drain(), options.forward_timeout_s + options.timeout_s + 5)
+            await asyncio.wait_for(app.state.service.batcher.drain(), options.forward_timeout_s + options.timeout_s + 5)
         if grpc is not None:  # calls answered by the drain send their answers; new ones are refused
             from samebits.serve.grpc_service import STOP_GRACE_S
 
