@@ -6,7 +6,8 @@ KIND: ``litserve`` (the Open Inference Protocol's JSON over LitServe's batching,
 bench/serve_load.py serves it), ``fastapi`` (one forward per request on the event loop),
 ``litserve-openai`` (LitServe's OpenAI spec over a tiny GPT-2 from a config, greedy, prompts
 batched left-padded) and ``fastapi-openai`` (``/v1/completions`` with logprobs, one prompt per
-forward). LitServe 0.2.19's OpenAI spec has no logprobs field in its answers, so that server
+forward). ``--threads N`` (default 1; 0: torch's own) for the model, ``--positions padded``
+(default) or ``exact`` for litserve-openai's position ids. LitServe 0.2.19's OpenAI spec has no logprobs field in its answers, so that server
 writes each generated token as ``id(logprob)`` into the content: its text carries the logprobs."""
 
 # (no `from __future__ import annotations`: FastAPI reads the handlers' annotations)
@@ -72,7 +73,9 @@ def gpt2() -> nn.Module:
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(0)
-    config = GPT2Config(vocab_size=VOCAB, n_positions=64, n_embd=32, n_layer=2, n_head=2)
+    config = GPT2Config(
+        vocab_size=VOCAB, n_positions=64, n_embd=32, n_layer=2, n_head=2, bos_token_id=0, eos_token_id=0
+    )
     return GPT2LMHeadModel(config).eval()
 
 
@@ -80,15 +83,18 @@ def token_ids(prompt: str) -> list[int]:
     return [1 + sum(map(ord, word)) % (VOCAB - 1) for word in prompt.split()] or [1]
 
 
-def generate(model: nn.Module, prompts: list[str], steps: int):
-    """Per step, for each prompt: (token id, its logprob), greedy, all prompts in one batch."""
+def generate(model: nn.Module, prompts: list[str], steps: int, exact_positions: bool = True):
+    """Per step, for each prompt: (token id, its logprob), greedy, all prompts in one batch,
+    left-padded. ``exact_positions=False`` numbers positions from the padded start, as many
+    hand-written batched loops do: a prompt's answer then depends on the longest prompt it was
+    batched with, by construction."""
     ids = [token_ids(p) for p in prompts]
     width = max(map(len, ids))
     input_ids = torch.tensor([[0] * (width - len(i)) + i for i in ids])
     mask = torch.tensor([[0] * (width - len(i)) + [1] * len(i) for i in ids])
     with torch.inference_mode():
         for _ in range(steps):
-            positions = (mask.cumsum(1) - 1).clamp(min=0)
+            positions = (mask.cumsum(1) - 1).clamp(min=0) if exact_positions else None
             logits = model(input_ids=input_ids, attention_mask=mask, position_ids=positions).logits[:, -1]
             logprobs = torch.log_softmax(logits.float(), dim=-1)
             chosen = logprobs.argmax(-1)
@@ -125,13 +131,15 @@ except ImportError:  # the tests that need it skip
 if ls is not None:  # module level: LitServe pickles the API into its worker process
 
     class V2API(ls.LitAPI):
-        def __init__(self, name: str) -> None:
+        def __init__(self, name: str, threads: int | None) -> None:
             super().__init__(
                 max_batch_size=MAX_BATCH, batch_timeout=BATCH_TIMEOUT_S, api_path=f"/v2/models/{name}/infer"
             )
-            self.name = name
+            self.name, self.threads = name, threads
 
         def setup(self, device: Any) -> None:
+            if self.threads:
+                torch.set_num_threads(self.threads)  # (a process of its own)
             self.model = load(self.name)
 
         def decode_request(self, request):  # no annotation: LitServe reads it as the body's type
@@ -151,7 +159,13 @@ if ls is not None:  # module level: LitServe pickles the API into its worker pro
             return encode_v2(self.name, output)
 
     class GPT2API(ls.LitAPI):
+        def __init__(self, exact_positions: bool, threads: int | None, **kwargs: Any) -> None:
+            super().__init__(**kwargs)
+            self.exact_positions, self.threads = exact_positions, threads
+
         def setup(self, device: Any) -> None:
+            if self.threads:
+                torch.set_num_threads(self.threads)  # (LitServe's worker is a process of its own)
             self.model = gpt2()
 
         def decode_request(self, request):
@@ -162,7 +176,7 @@ if ls is not None:  # module level: LitServe pickles the API into its worker pro
 
         def predict(self, requests: list):
             steps = max(n for _, n in requests)
-            yield from generate(self.model, [p for p, _ in requests], steps)
+            yield from generate(self.model, [p for p, _ in requests], steps, self.exact_positions)
 
         def unbatch(self, output: Any):
             yield from output
@@ -205,13 +219,18 @@ if __name__ == "__main__":
     parser.add_argument("kind", choices=["litserve", "fastapi", "litserve-openai", "fastapi-openai"])
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--model", default="mlp")
+    parser.add_argument("--positions", choices=["exact", "padded"], default="padded", help="litserve-openai")
+    parser.add_argument("--threads", type=int, default=1, help="the model's threads (0: torch's default)")
     args = parser.parse_args()
+    if args.threads:  # the tests' machine is small and shared: no oversubscribed cores by default
+        torch.set_num_threads(args.threads)
     if args.kind == "litserve":
-        run_litserve(V2API(args.model), args.port)
+        run_litserve(V2API(args.model, args.threads or None), args.port)
     elif args.kind == "fastapi":
         serve_fastapi(args.model, args.port)
     elif args.kind == "litserve-openai":
-        api = GPT2API(max_batch_size=MAX_BATCH, batch_timeout=BATCH_TIMEOUT_S, spec=ls.OpenAISpec())
+        exact, threads = args.positions == "exact", args.threads or None
+        api = GPT2API(exact, threads, max_batch_size=MAX_BATCH, batch_timeout=BATCH_TIMEOUT_S, spec=ls.OpenAISpec())
         run_litserve(api, args.port)
     else:
         serve_fastapi_openai(args.port)

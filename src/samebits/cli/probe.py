@@ -142,8 +142,8 @@ def probe_command(
 def render(console: Console, report) -> None:  # report: ProbeReport
     console.print(f"[bold]{escape(report.headline())}[/bold]")
     console.print(
-        f"URL {escape(report.url)} ({report.protocol}), {escape(report.inputs)}, load from {report.filler}, "
-        f"{report.seconds:.1f} s\n"
+        f"URL {escape(report.url)} ({report.protocol}), {escape(report.inputs)}; answers compared by "
+        f"{escape(', '.join(report.outputs))}; load from {report.filler}, {report.seconds:.1f} s\n"
     )
     rows = [
         [

@@ -82,7 +82,23 @@ def _tensor_difference(ref: Tensor, got: Tensor) -> Difference:
         with np.errstate(invalid="ignore", over="ignore"):
             gap = np.abs(a.astype(np.float64) - b.astype(np.float64))[differs]
         max_abs = float(np.nan_to_num(gap, nan=np.inf).max()) if gap.size else 0.0
+    if ref.datatype == TEXT:  # where in the text: a short window around the first character that differs
+        return Difference(ref.name, index, int(differs.sum()), int(a.size), None, *_texts(str(a[index]), str(b[index])))
     return Difference(ref.name, index, int(differs.sum()), int(a.size), max_abs, _value(a, index), _value(b, index))
+
+
+TEXT_WINDOW = 12  # characters shown on each side of the first one that differs
+
+
+def _texts(a: str, b: str) -> tuple[str, str]:
+    at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    start = max(0, at - TEXT_WINDOW)
+
+    def window(text: str) -> str:
+        cut = text[start : at + TEXT_WINDOW]
+        return ("..." if start else "") + repr(cut) + ("..." if at + TEXT_WINDOW < len(text) else "")
+
+    return f"{window(a)} (character {at})", window(b)
 
 
 def _value(array: np.ndarray, index: tuple[int, ...]) -> str:

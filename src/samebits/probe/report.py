@@ -57,6 +57,7 @@ class ProbeReport:
     axes: list[Axis]
     seconds: float = 0.0
     filler: str = "python"  # the load client: "wrk" or "python"
+    outputs: list[str] = dataclasses.field(default_factory=list)  # what an answer holds: "logits FP32[1, 10]"
 
     @property
     def diverged(self) -> list[Axis]:
@@ -89,6 +90,7 @@ class ProbeReport:
             "inputs": self.inputs,
             "probes": self.probes,
             "filler": self.filler,
+            "outputs": self.outputs,
             "seconds": round(self.seconds, 3),
             "headline": self.headline(),
             "ok": self.exit_code == 0,

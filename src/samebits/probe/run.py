@@ -84,7 +84,9 @@ def probe(
     else:
         found.append(Axis("restart", "skipped", reason="no --restart-cmd given"))
     filler_client = "wrk" if any(c.client == "wrk" for c in cells) else "python"
-    return ProbeReport(ep.url, ep.protocol, described, len(probes), found, time.monotonic() - started, filler_client)
+    outputs = [f"{t.name} {t.datatype}{list(t.shape)}" for t in quiet[0]]
+    seconds = time.monotonic() - started
+    return ProbeReport(ep.url, ep.protocol, described, len(probes), found, seconds, filler_client, outputs)
 
 
 def _guarded(name: str, deadline: float, o: ProbeOptions, run: Callable[[], Axis], say: Callable[[str], None]) -> Axis:

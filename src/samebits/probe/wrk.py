@@ -18,6 +18,7 @@ from pathlib import Path
 from samebits.measure.spawn import Child
 
 RESULT = "SAMEBITS_PROBE_WRK "
+WARMUP_S = 0.3  # wrk's connections open before the probes start
 
 SCRIPT = r"""
 local requests = {%(requests)s}
@@ -117,23 +118,19 @@ class Filler:
         ]
         self.result = WrkResult()
         self._lines: list[str] = []
-        self._started = threading.Event()
 
     def __enter__(self) -> Filler:
         self._cpu = _children_cpu()
         self._child = Child.program(self.argv, pipes=True)
         self._reader = threading.Thread(target=self._read, name="samebits-probe-wrk", daemon=True)
         self._reader.start()
-        self._started.wait(5.0)  # wrk prints "Running ..." once its connections are being opened
-        time.sleep(0.2)
+        time.sleep(WARMUP_S)  # its connections open (its "Running" line is buffered until it exits)
         return self
 
     def _read(self) -> None:
         for raw in self._child.stdout:
             line = raw.decode(errors="replace").rstrip("\n")
             self._lines.append(line)
-            self._started.set()
-        self._started.set()
 
     def __exit__(self, *exc: object) -> None:
         self._child.interrupt()
