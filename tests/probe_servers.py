@@ -12,6 +12,7 @@ writes each generated token as ``id(logprob)`` into the content: its text carrie
 
 # (no `from __future__ import annotations`: FastAPI reads the handlers' annotations)
 import argparse
+import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -214,7 +215,46 @@ def serve_fastapi_openai(port: int) -> None:
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 
 
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie its parent has not reaped yet does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def restart(pidfile: Path, argv: list[str]) -> None:
+    """Stop the server whose process group ``pidfile`` names (SIGTERM, then SIGKILL after 30 s),
+    start ``argv`` in a session of its own (it outlives this command), write its pid."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    old = int(pidfile.read_text())
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(old, signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if not alive(old):
+            break
+        time.sleep(0.1)
+    else:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(old, signal.SIGKILL)
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
+    pidfile.write_text(str(proc.pid))
+
+
 if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:2] == ["restart"]:  # restart PIDFILE -- ARGV...
+        restart(Path(sys.argv[2]), sys.argv[sys.argv.index("--") + 1 :])
+        sys.exit(0)
     parser = argparse.ArgumentParser()
     parser.add_argument("kind", choices=["litserve", "fastapi", "litserve-openai", "fastapi-openai"])
     parser.add_argument("--port", type=int, required=True)

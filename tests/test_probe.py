@@ -451,3 +451,52 @@ def test_openai_completions_with_logprobs_from_an_unbatched_server_keep_their_bi
     assert result.returncode == 0, result.stdout + result.stderr
     assert report["outputs"] == ["text BYTES[1]", "tokens BYTES[4]", "logprobs FP64[4]"]
     assert report["inputs"] == "8 built-in prompts"
+
+
+# -- across a restart ----------------------------------------------------------------------------
+def ask_one_row(base: str) -> list[float]:
+    row = np.random.default_rng(1).standard_normal(32).astype(np.float32).tolist()
+    body = json.dumps({"inputs": [{"name": "x", "shape": [1, 32], "datatype": "FP32", "data": row}]}).encode()
+    req = urllib.request.Request(f"{base}/v2/models/mlp/infer", body, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.loads(r.read())["outputs"][0]["data"]
+
+
+def test_restart_axis_runs_the_users_command_and_compares_the_answers_after_it(tmp_path):
+    """samebits serve on a fixed port, restarted by a command of the user's kind (stop the
+    server, start it again in the background): into the same server the bits stay; into another
+    portable level they change where one row's answer says they do (measured here)."""
+    import shlex
+
+    port, pidfile = free_port(), tmp_path / "server.pid"
+    base = f"http://127.0.0.1:{port}"
+    argv = [sys.executable, "-m", "samebits", "serve", f"{MODELS}:mlp", "--port", str(port), "--max-batch-size", "16"]
+    first = Process(argv)
+    pidfile.write_text(str(first.proc.pid))
+
+    def ready():
+        with contextlib.suppress(OSError), urllib.request.urlopen(base + "/v2/health/ready", timeout=2) as r:
+            return r.status == 200
+        return False
+
+    def restart_cmd(*extra: str) -> str:
+        return shlex.join([sys.executable, str(SERVERS), "restart", str(pidfile), "--", *argv, *extra])
+
+    light = ("--concurrency", "1", "--requests", "16", "--connections", "0", "--restart-wait-s", "120")
+    try:
+        wait_until(ready, "samebits serve", first)
+        before = ask_one_row(base)
+        result, report = probe(f"{base}/v2/models/mlp", *light, "--restart-cmd", restart_cmd())
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert axis(report, "restart")["verdict"] == "identical" and axis(report, "replicas")["verdict"] == "skipped"
+        assert int(pidfile.read_text()) != first.proc.pid  # it really ran another server
+        result, report = probe(f"{base}/v2/models/mlp", *light, "--restart-cmd", restart_cmd("--portable", "x86-64-v2"))
+        changed = ask_one_row(base) != before
+        assert result.returncode == (1 if changed else 0), result.stdout + result.stderr
+        assert axis(report, "restart")["verdict"] == ("diverged" if changed else "identical")
+        failed, _ = probe(f"{base}/v2/models/mlp", *light, "--restart-cmd", "echo nope >&2; exit 3")
+        assert failed.returncode == 2 and "--restart-cmd exited with 3: nope" in failed.stdout
+    finally:
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.killpg(int(pidfile.read_text()), signal.SIGKILL)
+        first.stop()

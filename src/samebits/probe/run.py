@@ -65,11 +65,11 @@ def probe(
         filler = _filler(ep, fillers, c, o, deadline) if use_wrk and c >= 2 else None
         cells.append(run_cell(connect, probes, quiet, fillers, c, o.requests, deadline, filler, o.request_timeout_s))
     found.append(axes.loaded(cells, timed_out))
-    found.append(
-        _guarded(
-            "replicas", deadline, o, lambda: axes.replicas(_targets(ep, others, o, connect_to), probes, quiet), say
-        )
-    )
+    if others or o.connections:
+        targets = _targets(ep, others, o, connect_to)
+        found.append(_guarded("replicas", deadline, o, lambda: axes.replicas(targets, probes, quiet), say))
+    else:
+        found.append(Axis("replicas", "skipped", reason="no --replicas given and --connections 0"))
     if o.restart_cmd:
         command = o.restart_cmd
         found.append(
