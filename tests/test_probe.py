@@ -173,9 +173,15 @@ def test_grpc_and_binary_rest_answers_have_the_same_bits(served):
 
 def test_litserve_batching_changes_answers_under_load_and_names_the_concurrency():
     """A model whose output carries its batch size: LitServe's batches change it on any CPU."""
+    page = Path(os.environ.get("TMPDIR", "/tmp")) / f"probe-{os.getpid()}.html"
     with peer("litserve", "batch_sized") as base:
-        result, report = probe(f"{base}/v2/models/batch_sized", "--model", f"{SERVERS}:batch_sized", *LOAD)
+        result, report = probe(
+            f"{base}/v2/models/batch_sized", "--model", f"{SERVERS}:batch_sized", *LOAD, "--html", str(page)
+        )
     assert result.returncode == 1, result.stdout + result.stderr
+    html = page.read_text()
+    page.unlink()
+    assert "Answers change under load from concurrency 16" in html and "<h2>Under load</h2>" in html
     loaded = axis(report, "loaded")
     assert loaded["verdict"] == "diverged" and loaded["starts_at"] == 16
     c1, c16 = loaded["cells"]
@@ -278,19 +284,24 @@ class Html(Fails):
 
 
 @contextlib.contextmanager
-def closing_server():
-    """Accepts every connection and closes it at once, for a bounded time."""
+def closing_server(close: bool = True):
+    """Accepts every connection and closes it at once (or holds it open, never answering), for a
+    bounded time."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(16)
     sock.settimeout(0.2)
     stop = threading.Event()
+    held = []
 
     def run():
         while not stop.is_set():
             with contextlib.suppress(OSError):
                 conn, _ = sock.accept()
-                conn.close()
+                if close:
+                    conn.close()
+                else:
+                    held.append(conn)
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
@@ -299,6 +310,8 @@ def closing_server():
     finally:
         stop.set()
         thread.join(5)
+        for conn in held:
+            conn.close()
         sock.close()
 
 
@@ -315,6 +328,8 @@ def test_a_bad_url_a_refused_port_a_closing_server_and_5xx_are_one_line_exit_2()
     one_line_exit_2(run_cli("probe", f"http://127.0.0.1:{free_port()}/v2/models/m"), "connection refused")
     with closing_server() as base:
         one_line_exit_2(run_cli("probe", f"{base}/v2/models/m", "--timeout-s", "30"), "closed the connection")
+    with closing_server(close=False) as base:
+        one_line_exit_2(run_cli("probe", f"{base}/v2/models/m", "--request-timeout-s", "1"), "no answer from 127.0.0.1")
     with http_server(Fails) as base:
         one_line_exit_2(run_cli("probe", f"{base}/v2/models/m"), "answered 500 to GET /v2/models/m: model crashed")
 

@@ -25,10 +25,22 @@ def _widest(values: list[float | None]) -> float | None:
     return max(known) if known else None
 
 
-def quiet(client: Client, probes: list[Sample], repeats: int) -> tuple[Axis, list[Answer]]:
+def in_time(deadline: float, what: str) -> None:
+    """:class:`ProbeError` once the run's ``--timeout-s`` has passed (checked between requests)."""
+    if time.monotonic() > deadline:
+        raise ProbeError(f"--timeout-s ran out during {what}", "timeout")
+
+
+def quiet(client: Client, probes: list[Sample], repeats: int, deadline: float) -> tuple[Axis, list[Answer]]:
     """Each input sent ``repeats`` times, one request at a time; every failure is the run's one
     line (nothing can be compared without these answers)."""
-    answers = [[client.send(s) for _ in range(repeats)] for s in probes]
+    answers = []
+    for s in probes:
+        runs = []
+        for _ in range(repeats):
+            in_time(deadline, "the quiet requests")
+            runs.append(client.send(s))
+        answers.append(runs)
     agreed, first, widths = 0, None, []
     for sample, runs in zip(probes, answers):
         found = [d for d in (difference(runs[0], r) for r in runs[1:]) if d is not None]
@@ -76,7 +88,7 @@ def loaded(cells: list[Cell], timed_out: str = "") -> Axis:
 
 
 def replicas(
-    targets: list[tuple[str, Callable[[], Client]]], probes: list[Sample], quiet_answers: list[Answer]
+    targets: list[tuple[str, Callable[[], Client]]], probes: list[Sample], quiet_answers: list[Answer], deadline: float
 ) -> Axis:
     """Every input once against each target (a URL, or a fresh connection), one at a time;
     targets grouped by equal answers, the quiet run (the first URL) first."""
@@ -84,7 +96,11 @@ def replicas(
     for label, connect in targets:
         client = connect()
         try:
-            runs.append([client.send(s) for s in probes])
+            run = []
+            for s in probes:
+                in_time(deadline, "the replica axis")
+                run.append(client.send(s))
+            runs.append(run)
         finally:
             client.close()
         labels.append(label)

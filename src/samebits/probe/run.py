@@ -49,7 +49,7 @@ def probe(
         probes, described = _probes(client, ep, o, inputs, model)
         fillers = samples.fillers(probes, FILLERS, o.seed)
         say("quiet")
-        quiet_axis, quiet = axes.quiet(client, probes, o.repeats)
+        quiet_axis, quiet = axes.quiet(client, probes, o.repeats, deadline)
     finally:
         client.close()
     found: list[Axis] = [quiet_axis]
@@ -67,7 +67,7 @@ def probe(
     found.append(axes.loaded(cells, timed_out))
     if others or o.connections:
         targets = _targets(ep, others, o, connect_to)
-        found.append(_guarded("replicas", deadline, o, lambda: axes.replicas(targets, probes, quiet), say))
+        found.append(_guarded("replicas", deadline, o, lambda: axes.replicas(targets, probes, quiet, deadline), say))
     else:
         found.append(Axis("replicas", "skipped", reason="no --replicas given and --connections 0"))
     if o.restart_cmd:
