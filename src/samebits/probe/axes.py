@@ -31,15 +31,17 @@ def in_time(deadline: float, what: str) -> None:
         raise ProbeError(f"--timeout-s ran out during {what}", "timeout")
 
 
-def quiet(client: Client, probes: list[Sample], repeats: int, deadline: float) -> tuple[Axis, list[Answer]]:
+def quiet(client: Client, probes: list[Sample], repeats: int, deadline: float) -> tuple[Axis, list[Answer], float]:
     """Each input sent ``repeats`` times, one request at a time; every failure is the run's one
-    line (nothing can be compared without these answers)."""
-    answers = []
+    line (nothing can be compared without these answers). Also the median quiet latency (s)."""
+    answers, latencies = [], []
     for s in probes:
         runs = []
         for _ in range(repeats):
             in_time(deadline, "the quiet requests")
+            started = time.perf_counter()
             runs.append(client.send(s))
+            latencies.append(time.perf_counter() - started)
         answers.append(runs)
     agreed, first, widths = 0, None, []
     for sample, runs in zip(probes, answers):
@@ -51,7 +53,35 @@ def quiet(client: Client, probes: list[Sample], repeats: int, deadline: float) -
     verdict = "identical" if agreed == len(probes) else "diverged"
     summary = f"{agreed}/{len(probes)} inputs answered alike {repeats} times in a row, one request at a time"
     axis = Axis("quiet", verdict, agreed, len(probes), summary, first=first, max_abs=_widest(widths))
-    return axis, [runs[0] for runs in answers]
+    return axis, [runs[0] for runs in answers], sorted(latencies)[len(latencies) // 2]
+
+
+SETTLE_S = 15.0  # after the load, how long the server may take to drain its queue
+SETTLED = 3  # quiet-fast answers in a row that say it has
+
+
+def settle(connect: Callable[[], Client], sample: Sample, quiet_s: float, deadline: float) -> float:
+    """Wait (one request at a time, at most ``SETTLE_S``) until the server answers as fast as it
+    did before the load, ``SETTLED`` times in a row: a server still working through the
+    filler queued by the load (wrk's, a batcher's queue) would batch the next axes' requests
+    with it. Returns the seconds waited."""
+    started = time.monotonic()
+    limit = min(started + SETTLE_S, deadline)
+    fast, bound = 0, max(2 * quiet_s, quiet_s + 0.005)
+    client = connect()
+    try:
+        while fast < SETTLED and time.monotonic() < limit:
+            t = time.perf_counter()
+            try:
+                client.send(sample)
+            except ProbeError:
+                fast = 0
+                time.sleep(RESTART_POLL_S)
+                continue
+            fast = fast + 1 if time.perf_counter() - t <= bound else 0
+    finally:
+        client.close()
+    return time.monotonic() - started
 
 
 def loaded(cells: list[Cell], timed_out: str = "") -> Axis:

@@ -49,7 +49,7 @@ def probe(
         probes, described = _probes(client, ep, o, inputs, model)
         fillers = samples.fillers(probes, FILLERS, o.seed)
         say("quiet")
-        quiet_axis, quiet = axes.quiet(client, probes, o.repeats, deadline)
+        quiet_axis, quiet, quiet_s = axes.quiet(client, probes, o.repeats, deadline)
     finally:
         client.close()
     found: list[Axis] = [quiet_axis]
@@ -65,6 +65,9 @@ def probe(
         filler = _filler(ep, fillers, c, o, deadline) if use_wrk and c >= 2 else None
         cells.append(run_cell(connect, probes, quiet, fillers, c, o.requests, deadline, filler, o.request_timeout_s))
     found.append(axes.loaded(cells, timed_out))
+    if any(c.concurrency > 1 for c in cells):
+        say("settling after the load")
+        axes.settle(connect, probes[0], quiet_s, deadline)
     if others or o.connections:
         targets = _targets(ep, others, o, connect_to)
         found.append(_guarded("replicas", deadline, o, lambda: axes.replicas(targets, probes, quiet, deadline), say))
