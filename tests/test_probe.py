@@ -334,6 +334,17 @@ def test_a_bad_url_a_refused_port_a_closing_server_and_5xx_are_one_line_exit_2()
         one_line_exit_2(run_cli("probe", f"{base}/v2/models/m"), "answered 500 to GET /v2/models/m: model crashed")
 
 
+def test_the_whole_run_is_bounded_by_timeout_s(served):
+    base, _ = served
+    started = time.monotonic()
+    result, report = probe(
+        f"{base}/v2/models/mlp", "--concurrency", "1,16,64", "--requests", "100000", "--timeout-s", "2"
+    )
+    assert result.returncode == 2 and time.monotonic() - started < 60, result.stdout + result.stderr
+    said = result.stdout + result.stderr
+    assert "--timeout-s 2 s ran out" in said or "--timeout-s ran out" in said
+
+
 def test_a_protocol_mismatch_is_one_line_exit_2(served, tmp_path):
     base, _ = served
     rows = tmp_path / "rows.npy"

@@ -31,10 +31,14 @@ def probe(
     ``model`` (a MODEL spec: its example inputs) give the probe inputs, else the server's metadata."""
     o = options or ProbeOptions()
     o.validate()
+    if o.client == "wrk" and wrk.available() is None:
+        raise UserError("--client wrk: wrk is not installed (apt-get install wrk), or use --client python")
     say = progress or (lambda _: None)
     started = time.monotonic()
     deadline = started + o.timeout_s
     ep = clients.endpoint(url, o.protocol, o.model_name)
+    if o.client == "wrk" and ep.protocol == "v2-grpc":
+        raise UserError("--client wrk sends HTTP/1.1 only; over gRPC the load comes from --client python")
     if ep.protocol == "openai" and not ep.model:
         ep = _with_model_name(ep, o)
     others = [_replica(url, ep) for url in o.replicas]  # a bad URL is refused before any request
@@ -64,6 +68,9 @@ def probe(
         say(f"loaded: concurrency {c}")
         filler = _filler(ep, fillers, c, o, deadline) if use_wrk and c >= 2 else None
         cells.append(run_cell(connect, probes, quiet, fillers, c, o.requests, deadline, filler, o.request_timeout_s))
+        if time.monotonic() >= deadline:
+            timed_out = f"--timeout-s {o.timeout_s:g} s ran out during concurrency {c}"
+            break
     found.append(axes.loaded(cells, timed_out))
     if any(c.concurrency > 1 for c in cells):
         say("settling after the load")
