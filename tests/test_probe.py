@@ -173,6 +173,7 @@ def test_grpc_and_binary_rest_answers_have_the_same_bits(served):
 
 def test_litserve_batching_changes_answers_under_load_and_names_the_concurrency():
     """A model whose output carries its batch size: LitServe's batches change it on any CPU."""
+    pytest.importorskip("litserve", reason="pip install -c constraints.txt litserve==0.2.19")
     page = Path(os.environ.get("TMPDIR", "/tmp")) / f"probe-{os.getpid()}.html"
     with peer("litserve", "batch_sized") as base:
         result, report = probe(
@@ -193,6 +194,7 @@ def test_litserve_batching_changes_answers_under_load_and_names_the_concurrency(
 
 
 def test_litserve_batching_of_a_real_mlp_is_measured():
+    pytest.importorskip("litserve", reason="pip install -c constraints.txt litserve==0.2.19")
     with peer("litserve", "mlp") as base:
         result, report = probe(f"{base}/v2/models/mlp", "--model", f"{SERVERS}:mlp", *LOAD)
     assert result.returncode in (0, 1), result.stdout + result.stderr
@@ -459,7 +461,7 @@ OPENAI_LOAD = ("--concurrency", "1,16", "--requests", "32", "--max-tokens", "4",
 def test_litserve_openai_spec_with_batching_changes_gpt2_answers_under_load():
     """Prompts batched left-padded with positions counted from the padding (a common flaw of
     hand-written batched loops): a prompt's answer depends on its batch, on any CPU."""
-    pytest.importorskip("litserve")
+    pytest.importorskip("litserve", reason="pip install -c constraints.txt litserve==0.2.19")
     pytest.importorskip("transformers")
     with peer("litserve-openai") as base:
         result, report = probe(f"{base}/v1/chat/completions", *OPENAI_LOAD)
