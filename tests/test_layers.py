@@ -14,7 +14,7 @@ LAYERS: list[set[str]] = [
     {"cli", "bootstrap"},
     {"pytest_plugin"},  # integrations
     {"serve"},  # a capability built on others (goldens for its self-check)
-    {"checker", "diagnosis", "linter", "golden", "runner", "offline"},  # capabilities
+    {"checker", "diagnosis", "linter", "golden", "runner", "offline", "probe"},  # capabilities
     {"runtime"},
     {"measure"},
     {"rules"},  # the registry of rules and causes: measure's messages name their fixes from it

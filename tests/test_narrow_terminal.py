@@ -9,7 +9,21 @@ import pytest
 from conftest import run_cli, scrubbed_env
 
 NARROW = scrubbed_env(COLUMNS="80")
-COMMANDS = ["check", "doctor", "bench", "record", "verify", "predict", "serve", "env", "lint", "run", "report", "demo"]
+COMMANDS = [
+    "check",
+    "doctor",
+    "bench",
+    "record",
+    "verify",
+    "predict",
+    "serve",
+    "probe",
+    "env",
+    "lint",
+    "run",
+    "report",
+    "demo",
+]
 
 
 def column(text: str, header: str, until: str | None = None) -> str:

@@ -28,6 +28,7 @@ from samebits.cli import (
     lint,
     portable,
     predict,
+    probe,
     record,
     report,
     run,
@@ -83,6 +84,7 @@ run.register(app)
 demo.register(app)
 cache.register(app)
 serve.register(app)
+probe.register(app)
 predict.register(app)
 report.register(app)
 

@@ -78,11 +78,14 @@ class Child:
         *,
         env: Mapping[str, str] | None = None,
         pipes: bool = False,
+        program: Sequence[str] | None = None,
     ) -> None:
+        """``program``: run these argv words instead of ``python -m entry args`` (another
+        program: ``wrk``, a user's ``sh -c CMD``), in the same process group and registry."""
         self._stderr: IO[bytes] = tempfile.TemporaryFile()
         self._tail = "no output"
         self.proc = subprocess.Popen(
-            [*module_argv(entry), *args],
+            list(program) if program is not None else [*module_argv(entry), *args],
             env=dict(env) if env is not None else None,
             stdin=subprocess.PIPE if pipes else subprocess.DEVNULL,
             stdout=subprocess.PIPE if pipes else subprocess.DEVNULL,
@@ -91,6 +94,31 @@ class Child:
             preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )
         _LIVE.add(self)
+
+    @classmethod
+    def program(cls, argv: Sequence[str], *, env: Mapping[str, str] | None = None, pipes: bool = False) -> Child:
+        """Another program than Python (``wrk``; ``["sh", "-c", CMD]``), started as every child is."""
+        return cls(argv[0], env=env, pipes=pipes, program=argv)
+
+    def wait(self, timeout: float) -> int | None:
+        """Its exit status within ``timeout`` seconds, else ``None`` (it still runs)."""
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def interrupt(self) -> None:
+        """SIGINT to its process group (``wrk`` then stops and prints its summary)."""
+        if self.proc.poll() is None:
+            with contextlib.suppress(OSError):
+                os.killpg(self.proc.pid, signal.SIGINT)
+
+    def release(self) -> None:
+        """Forget a child that exited on its own, leaving what it started in the background
+        running (a restart command's server): nothing of its group is killed later."""
+        self._tail = self.tail()
+        self._stderr.close()
+        _LIVE.discard(self)
 
     @property
     def pid(self) -> int:

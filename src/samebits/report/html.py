@@ -1,4 +1,4 @@
-"""One self-contained HTML page for a saved report (check, verify, doctor, bench): every style
+"""One self-contained HTML page for a saved report (check, verify, doctor, bench, probe): every style
 inline, charts as inline SVG (report/charts.py), no script and no network request, so it opens
 from a mail attachment on an offline machine. Works from the report's JSON alone."""
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from samebits.errors import UserError
 
-KINDS = ("check", "check-generate", "verify", "doctor", "bench")
+KINDS = ("check", "check-generate", "verify", "doctor", "bench", "probe")
 
 _STYLE = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:980px;color:#222;padding:0 1em}
@@ -269,6 +269,54 @@ def _bench(d: dict[str, Any]) -> str:
     return "".join(parts)
 
 
+def _probe(d: dict[str, Any]) -> str:
+    parts = [_verdict(bool(d.get("ok")), d.get("headline", ""), warn=d.get("exit_code") == 2)]
+    parts.append(
+        f'<p class="muted">URL {_e(d.get("url"))} ({_e(d.get("protocol"))}), {_e(d.get("inputs"))}; answers compared '
+        f"by {_e(', '.join(d.get('outputs', [])))}; load from {_e(d.get('filler'))}, {d.get('seconds', 0):.1f} s</p>"
+    )
+    rows = [
+        [a["axis"], a["verdict"], f"{a['agreed']}/{a['runs']}" if a["runs"] else "", a["summary"] or a["reason"]]
+        for a in d["axes"]
+    ]
+    parts += ["<h2>Axes</h2>", _table(["axis", "verdict", "agreed", "what was measured"], rows)]
+    cells = [c for a in d["axes"] for c in a.get("cells", [])]
+    if cells:
+        table = [
+            [
+                c["concurrency"],
+                c["requests"],
+                f"{c['requests_per_s']:.0f}",
+                f"{c['differing']}/{c['probe_answers']}",
+                sum(c["failed"].values()),
+                _num(c["client_cpu_ms_per_request"], "{:.3f}"),
+                c["client"],
+            ]
+            for c in cells
+        ]
+        head = [
+            "concurrency",
+            "requests",
+            "req/s",
+            "probe answers differing",
+            "failed",
+            "client CPU ms/request",
+            "load client",
+        ]
+        parts += ["<h2>Under load</h2>", _table(head, table, {0, 1, 2, 3, 4, 5})]
+    for a in d["axes"]:
+        first = a.get("first")
+        if a["verdict"] == "diverged" and first:
+            where = (
+                f"{first['output']}[{', '.join(map(str, first['element']))}]"
+                if first.get("element")
+                else first["output"]
+            )
+            parts.append(f"<h2>{_e(a['axis'])}: first at {_e(first['where'])}</h2>")
+            parts.append(f"<p>output <code>{_e(where)}</code>: {_e(first['expected'])} then {_e(first['got'])}</p>")
+    return "".join(parts)
+
+
 def render(data: dict[str, Any]) -> str:
     """The HTML page of a report's JSON (``data["kind"]`` one of :data:`KINDS`)."""
     kind = data.get("kind") if isinstance(data, dict) else None
@@ -280,9 +328,10 @@ def render(data: dict[str, Any]) -> str:
         "verify": _verify,
         "doctor": _doctor,
         "bench": _bench,
+        "probe": _probe,
     }
     body = renderers[kind](data)
-    title = f"samebits {kind}: {data.get('model', '')}"
+    title = f"samebits {kind}: {data.get('model', data.get('url', ''))}"
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">"
