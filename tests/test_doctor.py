@@ -72,10 +72,10 @@ def test_batch_variance_and_batching_probes():
 def test_clean_model_has_no_warning_or_error():
     model, x = nn.LayerNorm(8).requires_grad_(False), torch.randn(4, 8)
     report = doctor(model, x, **QUICK)
-    assert [f.code for f in report.findings if f.severity != "info"] in (
-        [],
-        ["SB251"],
-    )  # batching speed is measured, not known
+    # batching speed is measured, not known; so is oversubscription, which a busy machine causes
+    # (then the finding carries the rounds that showed 1 thread running faster)
+    measured = [f for f in report.findings if f.code == "SB153" and f.details.get("one_thread_speedup")]
+    assert [f.code for f in report.findings if f.severity != "info" and f not in measured] in ([], ["SB251"])
 
 
 def test_oversubscribed_threads_are_a_warning():

@@ -139,6 +139,8 @@ def _options_from(raw: object, folder: Path) -> CheckOptions:
     for name in (f.name for f in dataclasses.fields(CheckOptions)):
         if name in raw:
             value = tuple(raw[name]) if isinstance(raw[name], list) else raw[name]
+            if value is False and not _fits(value, hints[name]) and _fits(None, hints[name]):
+                value = None  # an option that was off (batch_invariant=False), where the field says None
             if not _fits(value, hints[name]):
                 kind = hints[name].__name__ if isinstance(hints[name], type) else str(hints[name])
                 raise UserError(f"--from {folder}: option {name} in {MARKER} is {raw[name]!r}, not {kind}")
