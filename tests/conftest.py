@@ -143,6 +143,11 @@ def changed_places(fn, x, sizes=(1, 3, 17, 40, 70)) -> list[tuple[int, int]]:
 
 def pytest_configure(config: pytest.Config) -> None:
     _SESSION.setdefault("config", config)  # pytester's in-process runs configure later, and are not ours
+    config.addinivalue_line(
+        "markers",
+        "serial: measures time, load, cores or the process table: runs alone, after the parallel run "
+        "(the README's test command: pytest -n 2 -m 'not serial', then pytest -m serial)",
+    )
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -157,6 +162,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     (Ray, pyarrow, onnxruntime, torch) ended in SIGSEGV after every test had passed (no traceback:
     pytest's faulthandler is off by then). SAMEBITS_TEST_FULL_TEARDOWN=1 keeps the teardown."""
     if config is not _SESSION.get("config") or "status" not in _SESSION:
+        return
+    if hasattr(config, "workerinput"):  # an xdist worker: its controller ends it after the last report
         return
     if os.environ.get("SAMEBITS_TEST_FULL_TEARDOWN") == "1":
         return

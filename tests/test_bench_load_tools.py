@@ -19,6 +19,8 @@ import wrk_load  # noqa: E402
 
 BUSY = "import time\nend = time.process_time() + {s}\nwhile time.process_time() < end: pass\n"
 
+pytestmark = pytest.mark.serial  # measures CPU time and load: alone, after the parallel run
+
 
 def test_cpu_of_a_process_tree_counts_its_live_children():
     """A parent that busy-loops 0.4 s of CPU and starts a child that does 0.6 s: the tree's CPU

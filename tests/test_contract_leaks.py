@@ -62,6 +62,7 @@ def _children_of(pid: int | None) -> list[int]:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])  # SIGHUP: the terminal closed
+@pytest.mark.serial  # reads every process on the machine
 def test_a_signal_to_samebits_alone_ends_its_children_and_temp_folder(tmp_path, sig):
     env = scrubbed_env(TMPDIR=str(tmp_path))
     proc = subprocess.Popen(

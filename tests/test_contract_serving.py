@@ -122,6 +122,7 @@ def test_ids_outside_the_embedding_are_400_before_batching_and_fail_no_one_else(
         assert server.stop() == 0
 
 
+@pytest.mark.serial  # forward timeouts of a second
 def test_a_forward_that_never_returns_in_the_thread_leaves_no_request_unanswered_and_sigterm_still_stops():
     server = Server(f"{MODELS}:stuck", "--max-batch-size", "4", "--forward-timeout-s", "0.3", "--timeout-s", "2")
     assert server.infer(row(0.5))[0] == 200
@@ -137,6 +138,7 @@ def test_a_forward_that_never_returns_in_the_thread_leaves_no_request_unanswered
     assert server.stop() == 0 and time.monotonic() - start < 30
 
 
+@pytest.mark.serial  # forward timeouts of a second
 def test_a_request_retried_alone_runs_under_the_forward_timeout_too():
     """A batch that raises is retried request by request; the retry of one that hangs had no
     timeout: neither it nor any later request was answered, ready stayed 200, SIGTERM did not end

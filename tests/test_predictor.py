@@ -255,6 +255,7 @@ def test_tensorrt_engine_is_built_once_and_invariant(cache):
     assert again.artifacts[8].built_here is False
 
 
+@pytest.mark.serial  # a time budget
 def test_a_calibration_stops_at_its_time_budget_and_says_how_far_it_got(tmp_path):
     import warnings
 

@@ -171,6 +171,7 @@ def test_grpc_and_binary_rest_answers_have_the_same_bits(served):
     assert replicas["verdict"] == "identical" and replicas["groups"] == [["quiet run", f"{base}/v2/models/mlp"]]
 
 
+@pytest.mark.serial  # load on loopback
 def test_litserve_batching_changes_answers_under_load_and_names_the_concurrency():
     """A model whose output carries its batch size: LitServe's batches change it on any CPU."""
     pytest.importorskip("litserve", reason="pip install -c constraints.txt litserve==0.2.19")
@@ -193,6 +194,7 @@ def test_litserve_batching_changes_answers_under_load_and_names_the_concurrency(
     assert "from concurrency 16" in result.stdout.splitlines()[0]
 
 
+@pytest.mark.serial  # load on loopback
 def test_litserve_batching_of_a_real_mlp_is_measured():
     pytest.importorskip("litserve", reason="pip install -c constraints.txt litserve==0.2.19")
     with peer("litserve", "mlp") as base:
@@ -203,6 +205,7 @@ def test_litserve_batching_of_a_real_mlp_is_measured():
     assert axis(report, "loaded")["starts_at"] == 16
 
 
+@pytest.mark.serial  # load on loopback
 def test_plain_fastapi_answers_alike_under_load():
     with peer("fastapi", "mlp") as base:
         result, report = probe(f"{base}/v2/models/mlp", "--model", f"{SERVERS}:mlp", *LOAD, "--client", "python")
@@ -458,6 +461,7 @@ def test_openai_answers_give_text_tokens_and_logprobs():
 OPENAI_LOAD = ("--concurrency", "1,16", "--requests", "32", "--max-tokens", "4", "--connections", "1")
 
 
+@pytest.mark.serial  # load on loopback
 def test_litserve_openai_spec_with_batching_changes_gpt2_answers_under_load():
     """Prompts batched left-padded with positions counted from the padding (a common flaw of
     hand-written batched loops): a prompt's answer depends on its batch, on any CPU."""

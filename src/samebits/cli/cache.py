@@ -30,7 +30,7 @@ def list_command(cache_dir: Optional[str] = DirOpt) -> None:
     entries = ArtifactCache(folder).entries()
     console = Console(highlight=False)
     if not entries:
-        console.print(f"{escape(str(folder))}: empty")
+        console.print(f"{escape(str(folder))}: empty", soft_wrap=True)  # a long path stays one line
         return
     table = Table(
         Column("what it is", overflow="fold", ratio=3),
