@@ -61,7 +61,10 @@ class Progress:
 
     def _say(self, line: str) -> None:
         self._said = time.monotonic()
-        print(f"samebits: {line}", file=sys.stderr, flush=True)
+        sys.stderr.write(
+            f"samebits: {line}\n"
+        )  # one write, newline included: another thread's line never lands inside it
+        sys.stderr.flush()
 
     def _heartbeat(self) -> None:
         spoken = False

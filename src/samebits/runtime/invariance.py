@@ -247,8 +247,9 @@ def cached_calibration(
 
 
 def over_budget(inv: Invariance, candidates: list[int], budget: float) -> str | None:
-    """What to say when a calibration measured here took longer than its budget."""
-    if "cached" in inv.measured or inv.seconds <= budget:
+    """What to say when a calibration measured here took longer than its budget (never where it
+    measured one size only: it could not have done less, and no smaller max_batch_size helps)."""
+    if "cached" in inv.measured or inv.seconds <= budget or len(inv.measured.get("tried") or []) <= 1:
         return None
     costs = inv.measured.get("seconds_by_size") or {}
     top = max((int(k) for k in costs), default=0)
