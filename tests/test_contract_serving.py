@@ -151,7 +151,9 @@ def test_a_request_retried_alone_runs_under_the_forward_timeout_too():
         with concurrent.futures.ThreadPoolExecutor(3) as pool:
             slow = pool.submit(server.infer, row(9.0))  # holds the worker: the next two queue together
             time.sleep(0.15)
-            failing, hanging = pool.submit(server.infer, row(13.0)), pool.submit(server.infer, row(7.0))
+            failing = pool.submit(server.infer, row(13.0))
+            time.sleep(0.1)  # queued in this order, so retried in it: the failing row before the hanging one
+            hanging = pool.submit(server.infer, row(7.0))
             answers = [f.result(timeout=30) for f in (slow, failing, hanging)]
         assert answers[0][0] == 200 and answers[1][0] == 500  # alone, the 13.0 row fails itself only
         assert answers[2][0] == 503 and "--forward-timeout-s" in answers[2][1]["error"]
