@@ -54,11 +54,7 @@ def _children_of(pid: int | None) -> list[int]:
     """samebits' child processes (of ``pid``, or of anyone with ``None``)."""
     out = subprocess.run(["ps", "-eo", "pid,ppid,args"], capture_output=True, text=True).stdout
     rows = [line.split(None, 2) for line in out.splitlines()[1:]]
-    return [
-        int(r[0])
-        for r in rows
-        if len(r) == 3 and "samebits.measure.child" in r[2] and (pid is None or int(r[1]) == pid)
-    ]
+    return [int(r[0]) for r in rows if len(r) == 3 and "samebits.child" in r[2] and (pid is None or int(r[1]) == pid)]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])  # SIGHUP: the terminal closed

@@ -169,7 +169,7 @@ def test_a_request_retried_alone_runs_under_the_forward_timeout_too():
 def _worker_of(pid: int) -> int:
     out = subprocess.run(["ps", "-eo", "pid,ppid,args"], capture_output=True, text=True).stdout
     rows = [line.split(None, 2) for line in out.splitlines()[1:]]
-    return next(int(r[0]) for r in rows if len(r) == 3 and int(r[1]) == pid and "samebits.serve.worker" in r[2])
+    return next(int(r[0]) for r in rows if len(r) == 3 and int(r[1]) == pid and "samebits.child serve" in r[2])
 
 
 def _wait_ready(server, seconds: float = 60) -> None:

@@ -11,7 +11,7 @@ SRC = Path(__file__).resolve().parent.parent / "src" / "samebits"
 # Top to bottom. A package (or top-level module) may import only those in lower layers.
 LAYERS: list[set[str]] = [
     {"__main__"},
-    {"cli", "bootstrap"},
+    {"cli", "bootstrap", "child"},
     {"pytest_plugin"},  # integrations
     {"serve"},  # a capability built on others (goldens for its self-check)
     {"checker", "diagnosis", "linter", "golden", "runner", "offline", "probe"},  # capabilities

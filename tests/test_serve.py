@@ -465,7 +465,7 @@ def test_an_isolated_worker_whose_forward_never_returns_is_killed_and_restarted(
     finally:
         assert server.stop() == 0
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    assert "samebits.serve.worker" not in ps, "a worker outlived the server"
+    assert "samebits.child serve" not in ps, "a worker outlived the server"
 
 
 def test_a_forward_that_hangs_gets_503_and_the_server_is_not_ready_until_it_returns():

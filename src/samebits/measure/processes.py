@@ -1,12 +1,14 @@
-"""Fresh interpreters that load the same model and inputs and hand back traces as files."""
+"""Fresh interpreters (``python -m samebits.child TASK``) that load the same model and inputs and
+answer a :class:`~samebits.measure.job.Job` each: many at once, each with its own timeout."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import json
 import os
 import shutil
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,8 @@ from torch import nn
 
 from samebits import deadline
 from samebits.models.inputs import ModelInputs
-from samebits.measure.spawn import Child
+from samebits.measure.job import ENTRY, Job, Reply
+from samebits.measure.spawn import Child, ChildDied
 from samebits.measure.ops import OpCall, op_calls
 from samebits.measure.trace import Trace
 
@@ -32,7 +35,7 @@ class ChildJob:
     keep: list[str] | None = None
     ops: tuple[str, int] | None = None  # (module, call): also record op digests inside it
     hooks: bool = False  # per-module digests too (only to localise a divergence)
-    task: str = "trace"  # or "memory" (see measure/memory.py)
+    task: str = "trace"  # a task of samebits.child.TASKS
     params: dict[str, Any] | None = None
     # a model built from its spec gets the parent's weights after it is built (the machine axis:
     # its forwards compared, not what a capped CPU's initialisers draw); which weights it built
@@ -66,13 +69,35 @@ def unshippable_reason(model: Any) -> str | None:
     return None
 
 
+class Running:
+    """One started child and the thread that reads its reply (a reply larger than a pipe holds
+    must be read while the child runs, or the child never ends)."""
+
+    def __init__(self, index: int, job: ChildJob, child: Child) -> None:
+        self.index, self.job, self.child, self.started = index, job, child, time.monotonic()
+        self.reply: Reply | None = None
+        self.failed: str | None = None
+        self.reader = threading.Thread(target=self._read, name=f"samebits-child-{index}", daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        try:
+            self.reply = Reply.from_message(self.child.receive())
+        except (ChildDied, ValueError) as exc:
+            self.failed = str(exc)
+
+    @property
+    def answered(self) -> bool:
+        return not self.reader.is_alive()
+
+
 @dataclasses.dataclass
 class Pending:
     """Jobs submitted to a :class:`ChildRunner`: still queued, running, and done."""
 
     queue: list[tuple[int, ChildJob]]
     parallel: int
-    running: list[tuple[int, ChildJob, Child, float, Path]] = dataclasses.field(default_factory=list)
+    running: list[Running] = dataclasses.field(default_factory=list)
     results: dict[int, ChildResult] = dataclasses.field(default_factory=dict)
 
 
@@ -91,32 +116,30 @@ class ChildRunner:
         timeout: float,
         runtime: str | None = None,
         max_batch_size: int | None = None,
-        entry: str = "samebits.measure.child",
         batch_invariant: int | None = None,
     ) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="samebits-"))  # mode 0700: private to this user
         self.timeout = timeout
-        self.entry = entry  # the module children run as (python -m ENTRY JOB); a layer above passes its own
-        self.base: dict[str, Any] = {
-            "seed": seed,
-            "device": device,
-            "dtype": dtype,
-            "runtime": runtime,
-            "max_batch_size": max_batch_size,  # a child's Predictor reads the parent's calibration
-            "batch_invariant": batch_invariant,  # the tile every forward runs in (runtime entry)
-        }
         torch.save({"args": list(inputs.args), "kwargs": inputs.kwargs}, self.folder / "inputs.pt")
-        self.base["inputs"] = str(self.folder / "inputs.pt")
+        self.base = Job(
+            "trace",
+            spec=spec,
+            inputs_file=str(self.folder / "inputs.pt"),
+            seed=seed,
+            device=device,
+            dtype=dtype,
+            runtime=runtime,
+            max_batch_size=max_batch_size,  # a child's Predictor reads the parent's calibration
+            batch_invariant=batch_invariant,
+        )
         self.skip_reason: str | None = None
         self._model = model
-        if spec is not None:
-            self.base["spec"] = spec
-        else:
+        if spec is None:
             self.skip_reason = unshippable_reason(model)
             if self.skip_reason is None:
                 try:
                     torch.save(model, self.folder / "model.pt")
-                    self.base["model_file"] = str(self.folder / "model.pt")
+                    self.base = dataclasses.replace(self.base, model_file=str(self.folder / "model.pt"))
                 except Exception as exc:  # e.g. a lambda or an open file inside the model
                     self.skip_reason = f"the model cannot be pickled for a child process ({type(exc).__name__}: {exc})"
 
@@ -160,7 +183,7 @@ class ChildRunner:
     def _fill(self, pending: Pending) -> None:
         while pending.queue and len(pending.running) < pending.parallel:
             i, job = pending.queue.pop(0)
-            pending.running.append((i, job, *self._start(i, job)))
+            pending.running.append(self._start(i, job))
 
     def collect(self, pending: Pending) -> list[ChildResult]:
         """Wait for every job of ``pending``; results in the order the jobs were given."""
@@ -172,65 +195,61 @@ class ChildRunner:
                 while pending.queue or pending.running:
                     self._fill(pending)
                     time.sleep(0.02)
-                    for entry in list(pending.running):
-                        i, job, child, started, out = entry
-                        elapsed = time.monotonic() - started
-                        if child.running and elapsed < self.timeout:
+                    for run in list(pending.running):
+                        elapsed = time.monotonic() - run.started
+                        if not run.answered and elapsed < self.timeout:
                             continue
-                        pending.running.remove(entry)
-                        pending.results[i] = self._collect(job, child, elapsed, out)
+                        pending.running.remove(run)
+                        pending.results[run.index] = self._collect(run, elapsed)
             finally:
                 self.kill(pending)
         return [pending.results[i] for i in range(len(pending.results))]
 
     @staticmethod
     def kill(pending: Pending) -> None:
-        for _, _, child, _, _ in pending.running:
-            child.kill()
+        for run in pending.running:
+            run.child.kill()
         pending.running.clear()
 
-    def _start(self, i: int, job: ChildJob) -> tuple[Child, float, Path]:
-        out = self.folder / f"child{i}-{time.monotonic_ns()}.json"
-        spec = {
-            **self.base,
-            "out": str(out),
-            "threads": job.threads,
-            "keep": job.keep,
-            "ops": job.ops,
-            "hooks": job.hooks,
-            "task": job.task,
-            "params": job.params,
-        }
-        if job.parents_weights and "spec" in self.base:
-            spec["weights_file"] = self.weights_file()
-        job_file = out.with_suffix(".job.json")
-        job_file.write_text(json.dumps(spec))
+    def _start(self, i: int, job: ChildJob) -> Running:
+        weights = self.weights_file() if job.parents_weights and self.base.spec is not None else None
+        request = dataclasses.replace(
+            self.base,
+            task=job.task,
+            threads=job.threads,
+            keep=tuple(job.keep or ()),
+            ops=job.ops,
+            hooks=job.hooks,
+            params=job.params or {},
+            weights_file=weights,
+        )
         env = {**os.environ, **job.env}
         for name in [k for k, v in job.env.items() if v == ""]:  # "": not set in the child
             del env[name]
-        child = Child(self.entry, [str(job_file)], env=env)
-        return child, time.monotonic(), out
+        child = Child(ENTRY, [job.task], env=env, pipes=True)
+        with contextlib.suppress(ChildDied):  # one that died at once says why when collected
+            child.send(request.message())
+        child.close_input()
+        return Running(i, job, child)
 
-    def _collect(self, job: ChildJob, child: Child, elapsed: float, out: Path) -> ChildResult:
-        if child.running:
+    def _collect(self, run: Running, elapsed: float) -> ChildResult:
+        job, child = run.job, run.child
+        if not run.answered:
             child.kill()
             return ChildResult(job.label, None, f"timed out after {self.timeout:g} s (raise --timeout)", elapsed)
-        child.kill()  # ended already: releases its pipes and its place among the live children
-        if not out.exists():
+        reply = run.reply
+        if reply is None:
             return ChildResult(job.label, None, child.ended("child process"), elapsed)
-        data = json.loads(out.read_text())
-        if "error" in data:
-            return ChildResult(job.label, None, data["error"], elapsed)
+        child.kill()  # it answered: releases its pipes and its place among the live children
+        if reply.error is not None:
+            return ChildResult(job.label, None, reply.error, elapsed)
         if job.task != "trace":
-            return ChildResult(job.label, None, None, elapsed, data=data["data"])
+            return ChildResult(job.label, None, None, elapsed, data=reply.data)
         kept: dict[str, dict[str, torch.Tensor]] = {}
-        tensors_file = Path(str(out) + ".safetensors")
-        if tensors_file.exists():
-            from safetensors.torch import load_file
-
-            for name, t in load_file(str(tensors_file)).items():
-                key, _, path = name.partition("|")
-                kept.setdefault(key, {})[path] = t
+        for name, t in reply.tensors.items():
+            key, _, path = name.partition("|")
+            kept.setdefault(key, {})[path] = t
+        data = reply.data
         ops = op_calls(data["ops"]) if data.get("ops") else None
         trace = Trace.from_dict(data["trace"])
         return ChildResult(job.label, trace, None, elapsed, kept, data.get("threads"), ops, weights=data.get("weights"))

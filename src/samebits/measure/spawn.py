@@ -2,26 +2,23 @@
 working folder: :mod:`samebits.pystart`) in its own process group
 (killed as one), with ``PR_SET_PDEATHSIG`` (Linux: it dies with samebits however samebits ends),
 stderr into a temporary file (a chatty child never blocks on a full pipe; its last line explains
-a death), and registered so that an exit, a signal or the watchdog kills it. Two transports over
-its stdin and stdout: length-prefixed frames (:meth:`Child.send` / :meth:`Child.receive`) and
-JSON lines (:meth:`Child.send_json` / :meth:`Child.receive_json`); one-shot children read a job
-file and write a result file instead (``measure.processes``)."""
+a death), and registered so that an exit, a signal or the watchdog kills it. Its stdin and stdout
+carry :mod:`samebits.measure.wire` messages (:meth:`Child.send` / :meth:`Child.receive`)."""
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import json
 import os
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
-from typing import IO, Any
+from typing import IO
 
 from samebits import deadline
+from samebits.measure.wire import Message, read_message, write_message
 from samebits.pystart import module_argv
 
 _LIVE: set[Child] = set()  # children still running, killed if the parent stops
@@ -47,24 +44,6 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
 
 atexit.register(kill_children)
 deadline.on_fire(kill_children)
-
-
-def write_frame(stream: IO[bytes], data: bytes) -> None:
-    """One frame on ``stream``: a 4-byte big-endian length, then ``data`` (both ends use this)."""
-    stream.write(struct.pack(">I", len(data)) + data)
-    stream.flush()
-
-
-def read_frame(stream: IO[bytes]) -> bytes:
-    """One frame from ``stream``; ``EOFError`` where it ends first (the other side is gone)."""
-    head = stream.read(4)
-    if len(head) < 4:
-        raise EOFError("the stream ended")
-    (size,) = struct.unpack(">I", head)
-    data = stream.read(size)
-    if len(data) < size:
-        raise EOFError("the stream ended mid-frame")
-    return data
 
 
 class Child:
@@ -156,36 +135,22 @@ class Child:
         how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
         return f"{what} {how}: {self.tail()}"
 
-    # -- transports -------------------------------------------------------------------------------
-    def send(self, data: bytes) -> None:
-        """One frame (:func:`write_frame`)."""
-        self._write(struct.pack(">I", len(data)) + data)
-
-    def receive(self) -> bytes:
-        """One frame; :class:`ChildDied` when the child ended before writing all of it."""
-        try:
-            return read_frame(self.stdout)
-        except EOFError:
-            raise ChildDied("the child process ended") from None
-
-    def send_json(self, message: Any) -> None:
-        """One JSON line."""
-        self._write((json.dumps(message) + "\n").encode())
-
-    def receive_json(self) -> Any:
-        """One JSON line; :class:`ChildDied` when the child ended instead."""
-        line = self.stdout.readline()
-        if not line:
-            raise ChildDied("the child process ended")
-        return json.loads(line)
-
-    def _write(self, data: bytes) -> None:
+    # -- the transport -----------------------------------------------------------------------------
+    def send(self, message: Message) -> None:
+        """One message (:mod:`samebits.measure.wire`) on its stdin."""
         stdin = self.proc.stdin
         assert stdin is not None, "a child started without pipes"
         try:
-            stdin.write(data)
-            stdin.flush()
+            write_message(stdin, message)
         except (BrokenPipeError, OSError, ValueError):
+            raise ChildDied("the child process ended") from None
+
+    def receive(self) -> Message:
+        """One message from its stdout; :class:`ChildDied` when the child ended before writing
+        all of it, or wrote what is not this protocol."""
+        try:
+            return read_message(self.stdout)
+        except (EOFError, ValueError, OSError):
             raise ChildDied("the child process ended") from None
 
     # -- ending -----------------------------------------------------------------------------------

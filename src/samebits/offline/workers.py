@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING, Any
 from samebits.errors import UserError
 from samebits.limits import thread_count
 from samebits.measure.batching import batch_size_of, concat_batches, take_rows
+from samebits.measure.job import ENTRY, Job, Reply
 from samebits.measure.spawn import Child, ChildDied
+from samebits.measure.wire import Message
 from samebits.measure.threads import num_threads
 from samebits.models.inputs import ModelInputs
 from samebits.runtime.backends import REGISTRY
@@ -29,8 +31,6 @@ from samebits.tensors.tree import flatten
 if TYPE_CHECKING:
     from samebits.models.spec import LoadedModel
     from samebits.runtime.predictor import Predictor
-
-ENTRY = "samebits.offline.worker"
 
 
 def needs_spec(loaded: LoadedModel) -> None:
@@ -188,16 +188,16 @@ class ShardWorker:
 
 
 class WorkerPool:
-    """K worker processes speaking one JSON line at a time over their stdin and stdout."""
+    """K worker processes (``python -m samebits.child shard``), one request at a time each."""
 
     def __init__(self, job: dict[str, Any], k: int) -> None:
         self.job = job
         self.children: list[Child] = []
         try:
             for _ in range(k):
-                child = Child(ENTRY, pipes=True)
+                child = Child(ENTRY, ["shard"], pipes=True)
                 self.children.append(child)
-                child.send_json(job)
+                child.send(Job("shard", params=job).message())
         except BaseException:
             self.close()
             raise
@@ -220,18 +220,18 @@ class WorkerPool:
             for key, _ in selector.select(timeout=1.0):
                 child = key.data
                 try:
-                    message = child.receive_json()
-                except ChildDied:
+                    reply = Reply.from_message(child.receive())
+                except (ChildDied, ValueError):
                     child.finish()
                     raise RuntimeError(child.ended("a predict worker")) from None
-                if "error" in message:
-                    if message.get("internal"):
-                        raise RuntimeError(message["error"])
-                    raise UserError(message["error"])
-                if "done" in message:
-                    done(message["done"])
+                if reply.error is not None:
+                    if reply.internal:
+                        raise RuntimeError(reply.error)
+                    raise UserError(reply.error)
+                if "done" in reply.data:
+                    done(reply.data["done"])
                 if queue:
-                    child.send_json(queue.pop(0))
+                    child.send(Message({"shard": queue.pop(0)}))
                 else:
                     selector.unregister(child.stdout)
                     child.close_input()  # no more work: it exits

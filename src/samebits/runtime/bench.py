@@ -16,7 +16,6 @@ from samebits.limits import batch_rows
 from samebits.runtime.options import BenchOptions
 from samebits.models import LoadedModel, ModelInputs
 from samebits.models.target import as_loaded, eval_mode, inputs_for, spec_of
-from samebits.runtime.child import ENTRY
 from samebits.measure.batching import batch_size_of, concat_batches, output_row, random_neighbour, take_sample
 from samebits.measure.processes import ChildJob, ChildRunner
 from samebits.measure.load import LoadWatch
@@ -244,7 +243,7 @@ def _peaks(
     """Peak memory of each configuration, each in a fresh child process (RSS only grows in one;
     on CUDA the device's allocated memory)."""
     with ChildRunner(
-        loaded.model, example, spec=spec_of(loaded), seed=0, device=device, dtype=None, timeout=300, entry=ENTRY
+        loaded.model, example, spec=spec_of(loaded), seed=0, device=device, dtype=None, timeout=300
     ) as runner:
         if runner.skip_reason:
             for r in rows:

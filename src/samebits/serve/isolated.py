@@ -1,40 +1,26 @@
-"""``samebits serve --isolate``: the model runs in a child process (``python -m
-samebits.serve.worker``), so that a forward that hangs can be ended: the child is killed and a new
+"""``samebits serve --isolate``: the model runs in a child process (``python -m samebits.child
+serve``, serve/worker.py), so that a forward that hangs can be ended: the child is killed and a new
 one started from the same calibration (the artifact cache), and the server is not ready until it
-is back. Tensors cross the pipe as safetensors bytes, never pickles.
+is back. Tensors cross the pipe as safetensors, never pickles (:mod:`samebits.measure.wire`).
 
-Frames on the child's stdin/stdout: a 4-byte big-endian length, then the bytes. The parent sends
-the job (JSON) once, then one safetensors frame per batch (``args.N``/``kwargs.NAME``); the child
-answers one JSON frame (``{"ready": ...}`` once, then ``{"ok": true}`` followed by a safetensors
-frame of the named outputs, or ``{"error": ...}``)."""
+The parent sends the :class:`~samebits.measure.job.Job` once and the child answers ``ready``; then
+each batch is a message of named input tensors (``args.N``/``kwargs.NAME``) and each reply the
+named outputs, or an error."""
 
 from __future__ import annotations
 
-import json
 import threading
 from typing import Any
 
 import torch
 
 from samebits.errors import UserError
+from samebits.measure.job import ENTRY, Job, Reply
 from samebits.measure.spawn import Child, ChildDied
+from samebits.measure.wire import Message
 from samebits.models.inputs import ModelInputs
 from samebits.runtime.plan import Plan
 from samebits.serve.signature import Signature, TensorSpec
-
-ENTRY = "samebits.serve.worker"
-
-
-def pack_inputs(inputs: ModelInputs) -> bytes:
-    from safetensors.torch import save
-
-    return save({k: v.contiguous() for k, v in inputs.named().items()})
-
-
-def unpack_inputs(data: bytes) -> ModelInputs:
-    from safetensors.torch import load
-
-    return ModelInputs.from_named(load(data))
 
 
 def describe_signature(signature: Signature) -> dict[str, Any]:
@@ -65,7 +51,9 @@ class IsolatedPredictor:
             raise UserError("--isolate needs a MODEL spec that a fresh process can load, not a model object")
         import dataclasses
 
-        self.job = {"spec": model_spec, "options": dataclasses.asdict(options), "cache_dir": cache_dir}
+        self.job = Job(
+            "serve", params={"spec": model_spec, "options": dataclasses.asdict(options), "cache_dir": cache_dir}
+        )
         self._lock = threading.Lock()
         self.child: Child | None = None
         self.restarts = 0
@@ -76,33 +64,31 @@ class IsolatedPredictor:
         self.not_ready: str | None = self.ready.get("not_ready")
 
     def _start(self) -> dict[str, Any]:
-        child = self.child = Child(ENTRY, pipes=True)
+        child = self.child = Child(ENTRY, ["serve"], pipes=True)
         try:
-            child.send(json.dumps(self.job).encode())
-            answer = json.loads(child.receive())
+            child.send(self.job.message())
+            answer = Reply.from_message(child.receive())
         except ChildDied:
             child.kill()
             raise UserError(f"the model's worker process could not start: {child.tail()}") from None
-        if "error" in answer:
+        if answer.error is not None:
             child.kill()
-            raise UserError(answer["error"])
-        return answer["ready"]  # type: ignore[no-any-return]
+            raise UserError(answer.error)
+        return answer.data["ready"]  # type: ignore[no-any-return]
 
     def predict(self, inputs: ModelInputs) -> dict[str, torch.Tensor]:
         """The named outputs of one batch, computed in the child; :class:`ChildDied` when the
         child is not running or ends before it answers."""
-        from safetensors.torch import load
-
         with self._lock:
             child = self.child
             if child is None or not child.running:
                 raise ChildDied("the model's worker process is not running")
             try:
-                child.send(pack_inputs(inputs))
-                answer = json.loads(child.receive())
-                if "error" in answer:
-                    raise RuntimeError(answer["error"])
-                return load(child.receive())
+                child.send(Message({}, inputs.named()))
+                answer = Reply.from_message(child.receive())
+                if answer.error is not None:
+                    raise RuntimeError(answer.error)
+                return answer.tensors
             except ChildDied:
                 raise ChildDied(child.ended("the model's worker process")) from None
 

@@ -1,64 +1,56 @@
-"""``python -m samebits.serve.worker``: the model of ``samebits serve --isolate`` in a child
-process (serve/isolated.py has the protocol). What the model prints goes to stderr."""
+"""The ``serve`` task of a child process (``python -m samebits.child serve``): the model of
+``samebits serve --isolate`` (serve/isolated.py is the parent's side). After ``ready``, each
+request is a message of named input tensors and each reply the named outputs."""
 
 from __future__ import annotations
 
 import json
-import os
-import sys
 from typing import TYPE_CHECKING, Any
+
+from samebits.measure.job import Job, Reply
+from samebits.measure.wire import Channel
 
 if TYPE_CHECKING:
     from samebits.runtime.plan import Runner
     from samebits.serve.signature import Signature
 
 
-def main() -> None:
-    from samebits.measure.spawn import read_frame as receive
-    from samebits.measure.spawn import write_frame as send
-
-    out = os.fdopen(os.dup(1), "wb")  # the real stdout, for the frames alone
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    stdin = sys.stdin.buffer
-    job = json.loads(receive(stdin))
+def serve(job: Job, channel: Channel) -> None:
+    """Load the model as ``job.params`` (spec, options, cache_dir) say, answer ``ready``, then
+    predict each batch until the parent closes the pipe."""
     from samebits.errors import UserError, first_line
+    from samebits.models.inputs import ModelInputs
 
     try:
-        predictor, signature, ready = _load(job)
+        predictor, signature, ready = _load(job.params)
     except UserError as exc:
-        send(out, json.dumps({"error": str(exc)}).encode())
+        channel.send(Reply(error=str(exc)).message())
         return
     except Exception as exc:
-        send(out, json.dumps({"error": f"the model could not be served: {first_line(exc, with_type=True)}"}).encode())
+        channel.send(Reply(error=f"the model could not be served: {first_line(exc, with_type=True)}").message())
         return
-    send(out, json.dumps({"ready": ready}, default=str).encode())
-    from safetensors.torch import save
-
-    from samebits.serve.isolated import unpack_inputs
-
+    channel.send(Reply({"ready": ready}).message())
     while True:
         try:
-            batch = unpack_inputs(receive(stdin))
+            batch = ModelInputs.from_named(channel.receive().tensors)
         except EOFError:  # the parent closed the pipe: done
             break
         try:
             named = signature.named_outputs(predictor.predict(batch))
         except Exception as exc:
-            send(out, json.dumps({"error": first_line(exc, with_type=True)}).encode())
+            channel.send(Reply(error=first_line(exc, with_type=True)).message())
             continue
-        send(out, b'{"ok": true}')
-        send(out, save({k: v.contiguous() for k, v in named.items()}))
+        channel.send(Reply(tensors=named).message())
     predictor.close()
 
 
-def _load(job: dict[str, Any]) -> tuple[Runner, Signature, dict[str, Any]]:
+def _load(params: dict[str, Any]) -> tuple[Runner, Signature, dict[str, Any]]:
     from samebits.serve.isolated import describe_signature
     from samebits.serve.options import ServeOptions
     from samebits.serve.server import served
 
-    options = ServeOptions(**job["options"])
-    one = served(job["spec"], None, options, job["cache_dir"])
+    options = ServeOptions(**params["options"])
+    one = served(params["spec"], None, options, params["cache_dir"])
     not_ready = None
     if options.golden is not None:
         from samebits.serve.selfcheck import golden_mismatch
@@ -70,8 +62,4 @@ def _load(job: dict[str, Any]) -> tuple[Runner, Signature, dict[str, Any]]:
         "fingerprint": one.runner.fingerprint,
         "not_ready": not_ready,
     }
-    return one.runner, one.signature, ready
-
-
-if __name__ == "__main__":
-    main()
+    return one.runner, one.signature, json.loads(json.dumps(ready, default=str))

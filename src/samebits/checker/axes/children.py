@@ -19,8 +19,7 @@ from samebits.checker.axes.threads import skipped_single, thread_label, threads_
 from samebits.checker.context import CheckContext, keys_for, origin_from
 from samebits.tensors.compare import Verdict, worst_verdict
 from samebits.checker.report import AxisResult, ChildRun, ChildrenDetails, Difference, Rerun
-from samebits.runtime.child import ENTRY as RUNTIME_ENTRY
-from samebits.measure.child import OUTPUT_KEY
+from samebits.measure.tasks import OUTPUT_KEY
 from samebits.measure.code_paths import libraries_used
 from samebits.measure.ops import first_op_difference
 from samebits.determinism.portable import DEFAULT_LEVEL, active_level
@@ -156,7 +155,6 @@ class ChildAxes:
                 timeout=ctx.options.timeout,
                 runtime=ctx.options.runtime,
                 max_batch_size=ctx.options.max_batch_size,
-                entry=RUNTIME_ENTRY if ctx.options.runtime or ctx.options.batch_invariant else "samebits.measure.child",
                 batch_invariant=ctx.options.batch_invariant,
             )
             if self.runner.skip_reason:

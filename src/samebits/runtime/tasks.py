@@ -1,6 +1,6 @@
-"""``python -m samebits.runtime.child JOB.json``: the child entry for jobs that need the runtime:
-the model wrapped in a Predictor (``check --runtime predictor[:BACKEND]``) and the bench's peak
-memory task, on top of :mod:`samebits.measure.child`."""
+"""The runtime's part of a child process (``python -m samebits.child TASK``): the model wrapped
+as a job asks (``check --runtime predictor[:BACKEND]``, ``--batch-invariant``) and the bench's
+peak memory task."""
 
 from __future__ import annotations
 
@@ -9,38 +9,38 @@ from typing import Any
 
 import torch
 
-from samebits.measure import child
 from samebits.measure.batching import concat_batches, random_neighbour, take_sample
+from samebits.measure.job import Job, Reply
 from samebits.models.inputs import ModelInputs
 
-ENTRY = "samebits.runtime.child"  # what ChildRunner(entry=...) runs for jobs that need the runtime
 
-
-def _wrap(model: Any, inputs: Any, job: dict[str, Any]) -> Any:
-    tiles = job.get("batch_invariant")
-    if not job.get("runtime"):
-        if tiles:  # for the child's life: it ends with its job
+def wrap(model: Any, inputs: ModelInputs, job: Job) -> Any:
+    """The model in a runtime (``job.runtime``) or with its forwards tiled (``job.batch_invariant``)."""
+    if not job.runtime:
+        if job.batch_invariant:  # for the child's life: it ends with its job
             from samebits.runtime.batch_invariant import batch_invariant_forwards
 
-            batch_invariant_forwards(model, tiles).__enter__()
+            batch_invariant_forwards(model, job.batch_invariant).__enter__()
         return model
     from samebits.runtime.as_model import runtime_model
 
     return runtime_model(
         model,
         inputs,
-        job["runtime"],
-        max_batch_size=job.get("max_batch_size"),
-        device=job.get("device", "cpu"),
-        batch_invariant=tiles,
+        job.runtime,
+        max_batch_size=job.max_batch_size,
+        device=job.device,
+        batch_invariant=job.batch_invariant,
     )
 
 
-def _peak(model: Any, inputs: Any, job: dict[str, Any]) -> dict[str, Any]:
-    return {"data": peak_task(model, inputs, **job["params"])}
+def peak(model: Any, inputs: ModelInputs, job: Job) -> Reply:
+    """Build one configuration (``job.params``: config, backend, invariant, batch, cache_dir,
+    max_batch_size) and measure the peak memory of running it once."""
+    return Reply({"peak_mb": peak_mb(model, inputs, device=job.device, **job.params)})
 
 
-def peak_task(
+def peak_mb(
     model: Any,
     inputs: ModelInputs,
     config: str,
@@ -50,8 +50,8 @@ def peak_task(
     cache_dir: str | None,
     max_batch_size: int | None = None,
     device: str = "cpu",
-) -> dict[str, Any]:
-    """In a child: build one configuration and measure the peak memory of running it once."""
+) -> float:
+    """The peak memory (MiB) of running one configuration once on ``batch`` rows."""
     from samebits.measure.memory import peak_of
     from samebits.runtime.predictor import Predictor
 
@@ -77,10 +77,4 @@ def peak_task(
         batched = concat_batches(pool)
         run = lambda: p.predict(batched)  # noqa: E731
     with torch.inference_mode():
-        return {"peak_mb": peak_of(run, device)}
-
-
-TASKS: dict[str, child.Task] = {**child.TASKS, "peak": _peak}
-
-if __name__ == "__main__":
-    child.main(tasks=TASKS, wrap=_wrap)
+        return peak_of(run, device)

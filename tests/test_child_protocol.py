@@ -1,0 +1,125 @@
+"""The one child protocol: messages (a JSON header and safetensors) on a byte stream, typed jobs
+and replies, and the one entry ``python -m samebits.child TASK`` that answers them."""
+
+from __future__ import annotations
+
+import io
+import struct
+import textwrap
+
+import pytest
+import torch
+
+from samebits.measure.job import ENTRY, Job, Reply
+from samebits.measure.processes import ChildJob, ChildRunner
+from samebits.measure.spawn import Child, ChildDied
+from samebits.measure.wire import HEADER_LIMIT, Message, read_message, write_message
+from samebits.models.inputs import ModelInputs
+
+
+def test_a_message_comes_back_as_it_was_sent_and_two_follow_each_other():
+    stream = io.BytesIO()
+    x = torch.arange(6, dtype=torch.float64).reshape(2, 3).t()  # not contiguous
+    write_message(stream, Message({"a": [1, "two"]}, {"x": x, "i": torch.tensor([7], dtype=torch.int8)}))
+    write_message(stream, Message({"b": None}))
+    stream.seek(0)
+    first, second = read_message(stream), read_message(stream)
+    assert first.header == {"a": [1, "two"]} and second == Message({"b": None})
+    assert torch.equal(first.tensors["x"], x) and first.tensors["i"].dtype == torch.int8
+    with pytest.raises(EOFError):
+        read_message(stream)
+
+
+def test_a_stream_that_ends_mid_message_or_is_not_the_protocol_is_refused():
+    stream = io.BytesIO()
+    write_message(stream, Message({"a": 1}, {"x": torch.ones(4)}))
+    cut = io.BytesIO(stream.getvalue()[:-3])
+    with pytest.raises(EOFError, match="mid-message"):
+        read_message(cut)
+    with pytest.raises(ValueError, match="protocol"):
+        read_message(io.BytesIO(struct.pack(">IQ", HEADER_LIMIT + 1, 0)))
+    with pytest.raises(ValueError, match="no JSON object"):
+        read_message(io.BytesIO(struct.pack(">IQ", 2, 0) + b"[]"))
+
+
+def test_a_job_and_a_reply_survive_their_message_and_a_stranger_is_no_job():
+    job = Job("trace", spec="demo:mlp", keep=("body.0",), ops=("body.0", 1), params={"rounds": 3})
+    stream = io.BytesIO()
+    write_message(stream, job.message())
+    stream.seek(0)
+    assert Job.from_message(read_message(stream)) == job
+    reply = Reply({"n": 1}, tensors={"t": torch.zeros(2)})
+    back = Reply.from_message(reply.message())
+    assert back.data == {"n": 1} and back.error is None and torch.equal(back.tensors["t"], torch.zeros(2))
+    with pytest.raises(ValueError, match="not a samebits job"):
+        Job.from_message(Message({"job": {"task": "trace", "pickle": "x"}}))
+    with pytest.raises(ValueError, match="not a samebits reply"):
+        Reply.from_message(Message({"ok": True}))
+
+
+def _ask(task: str, job: Job) -> Reply:
+    child = Child(ENTRY, [task], pipes=True)
+    try:
+        child.send(job.message())
+        child.close_input()
+        return Reply.from_message(child.receive())
+    finally:
+        child.kill()
+
+
+def test_the_entry_answers_an_unknown_task_a_mismatched_one_and_a_failing_one_as_data():
+    unknown = _ask("nope", Job("nope"))
+    assert unknown.internal and "unknown child task 'nope'" in unknown.error
+    mismatched = _ask("probe", Job("trace", spec="demo:mlp"))
+    assert mismatched.internal and "started as 'probe'" in mismatched.error
+    no_model = _ask("trace", Job("trace"))
+    assert no_model.internal and "names no model" in no_model.error
+    probe = _ask("probe", Job("probe"))
+    assert probe.error is None and "ATen" in probe.data
+
+
+def test_a_child_whose_stdin_closes_before_a_job_says_so_exits_3_and_then_is_gone():
+    child = Child(ENTRY, ["trace"], pipes=True)
+    child.close_input()
+    reply = Reply.from_message(child.receive())
+    assert reply.internal and "EOFError" in reply.error
+    assert child.wait(30) == 3
+    with pytest.raises(ChildDied):
+        child.receive()
+    child.kill()
+
+
+def test_a_reply_larger_than_a_pipe_holds_comes_back_whole_while_what_the_model_prints_stays_out(tmp_path):
+    (tmp_path / "wide.py").write_text(
+        textwrap.dedent(
+            """
+            import torch
+            from torch import nn
+
+            class Wide(nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.up = nn.Linear(16, 4096)
+
+                def forward(self, x):
+                    print("a chatty forward" * 1000)
+                    return self.up(x).relu()
+
+            def build():
+                torch.manual_seed(0)
+                return Wide(), torch.randn(64, 16)
+            """
+        )
+    )
+    spec = f"{tmp_path / 'wide.py'}:build"
+    from samebits.models import load_model
+
+    loaded = load_model(spec)
+    inputs = ModelInputs((loaded.example_inputs.args[0],), {})
+    with ChildRunner(loaded.model, inputs, spec=spec, seed=0, device="cpu", dtype=None, timeout=120) as runner:
+        (result,) = runner.run([ChildJob("wide", {}, keep=["up#0"])])
+    assert result.error is None, result.error
+    expected = loaded.model(inputs.args[0])
+    (out,) = result.kept["<output>"].values()
+    assert out.shape == (64, 4096) and torch.equal(out, expected)  # 1 MiB: far past a 64 KiB pipe
+    assert torch.equal(next(iter(result.kept["up#0"].values())), loaded.model.up(inputs.args[0]))
