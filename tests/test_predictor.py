@@ -500,3 +500,17 @@ def test_every_forward_runs_on_inputs_in_fresh_aligned_storage(tmp_path, rows):
         view = base[3:].view(rows, 8)  # 12 bytes past an aligned address
         assert torch.equal(p.predict(view), p.predict(view.clone()))
         assert torch.equal(p.predict(view), view + 0)  # the copy sits where torch's allocator aligns it
+
+
+@pytest.mark.parametrize("backend", ["export", "onnxruntime"])
+def test_an_exporting_backend_refuses_a_model_that_is_no_module_before_exporting(tmp_path, backend):
+    from samebits.runtime.backends.base import BackendUnavailable, ExportFailed
+
+    def double(x):
+        return x * 2
+
+    with pytest.raises(BackendUnavailable) as raised:
+        samebits.Predictor(double, backend=backend, example_inputs=torch.randn(4, 3), cache_dir=tmp_path)
+    assert not isinstance(raised.value, ExportFailed)  # refused as a fact of the model, not a failed export
+    built = tmp_path.rglob(f"*{'onnx' if backend == 'onnxruntime' else 'export'}-*")
+    assert [p.name for p in built if not p.name.endswith(".lock")] == []  # nothing built

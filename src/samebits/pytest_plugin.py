@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 import pytest
+from samebits.models.inputs import Model
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -54,7 +54,12 @@ class GoldenFixture:
         return self.folder / f"{stem}.safetensors"
 
     def check(
-        self, model: Any, inputs: Any, name: str | None = None, atol: float | None = None, rtol: float | None = None
+        self,
+        model: Model,
+        inputs: object,
+        name: str | None = None,
+        atol: float | None = None,
+        rtol: float | None = None,
     ) -> None:
         """Compare ``model(inputs)`` with the golden (same tolerance policy as ``samebits verify``)."""
         from samebits.golden import record, verify

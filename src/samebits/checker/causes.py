@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from samebits.checker.report import (
     AxisResult,
@@ -17,6 +17,7 @@ from samebits.checker.report import (
 )
 from samebits.measure.guard import training_modules
 from samebits.rules.causes import fix_of
+from samebits.models.inputs import Model
 
 T = TypeVar("T")
 
@@ -37,7 +38,7 @@ class Evidence:
     diverged and which a detector before has explained."""
 
     results: dict[str, AxisResult]
-    model: Any
+    model: Model
     rerun: Callable[[str, str], AxisResult]
     bad: set[str]
     explained: set[str] = dataclasses.field(default_factory=set)
@@ -385,7 +386,7 @@ DETECTORS = (
 )
 
 
-def diagnose(results: dict[str, AxisResult], model: Any, rerun: Callable[[str, str], AxisResult]) -> list[Cause]:
+def diagnose(results: dict[str, AxisResult], model: Model, rerun: Callable[[str, str], AxisResult]) -> list[Cause]:
     """Name the causes of the divergences in ``results``, most important first.
 
     ``rerun(axis, condition)`` runs one axis again under a condition (``"eval"``: the model in

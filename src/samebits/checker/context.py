@@ -9,7 +9,7 @@ from typing import Any
 
 from samebits.checker.options import CheckOptions
 from samebits.checker.report import Difference, Growth, ModuleStat, Origin
-from samebits.models.inputs import ModelInputs
+from samebits.models.inputs import Model, ModelInputs
 from samebits.measure.trace import Divergence, Trace, digested_forward, traced_forward
 from samebits.tensors.compare import TreeComparison, compare_trees
 from samebits.tensors.tree import flatten
@@ -20,7 +20,7 @@ PROFILE_MODULES = 512  # differing module calls whose outputs a localising re-ru
 
 @dataclasses.dataclass
 class CheckContext:
-    model: Any
+    model: Model
     inputs: ModelInputs
     options: CheckOptions
     spec: str | None
@@ -33,7 +33,7 @@ class CheckContext:
         if self.module is None:
             self.module = self.model
 
-    def compare(self, a: Any, b: Any) -> TreeComparison:
+    def compare(self, a: object, b: object) -> TreeComparison:
         """Compare two outputs with the check's tolerance (bits when none was given)."""
         return self.compare_flat(flatten(a), flatten(b))
 

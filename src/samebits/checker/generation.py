@@ -34,6 +34,8 @@ from samebits.exit_codes import exit_code
 from samebits.measure.generate import Generator, Side, attention, step_digests
 from samebits.measure.generate import padding_side as padding_side_of
 from samebits.models.target import as_loaded, eval_mode, inputs_for
+from samebits.models.inputs import Model, ModelInputs
+from samebits.models.target import ModelOrSpec
 
 AXES = ("repeat", "batch", "padding", "cache", "attention", "threads", "process")
 SCHEMA_VERSION = 1
@@ -121,7 +123,7 @@ class GenerationReport:
         return data
 
 
-def _prompts(example: Any) -> list[torch.Tensor]:
+def _prompts(example: ModelInputs) -> list[torch.Tensor]:
     """The prompts of the example: its ``input_ids`` rows without the padding its mask marks."""
     kwargs = dict(example.kwargs)
     ids = kwargs.get("input_ids", example.args[0] if example.args else None)
@@ -145,7 +147,7 @@ class _Skip(Exception):
     pass
 
 
-def _with_other_attention(model: Any, run: Any) -> Any:
+def _with_other_attention(model: Model, run: Any) -> Any:
     """``run()`` with the model on the other attention implementation (eager <-> sdpa), put back after."""
     current = getattr(getattr(model, "config", None), "_attn_implementation", None)
     if current not in ("eager", "sdpa") or not callable(getattr(model, "set_attn_implementation", None)):
@@ -182,7 +184,7 @@ def _step_calls(calls: list[Any], step: int) -> list[Any]:
     return out
 
 
-def _localise(model: Any, site: Site) -> str:
+def _localise(model: Model, site: Site) -> str:
     """Fill in ``site``'s module: the first whose output differs at the site's step between its
     reference run and its other run; return how it was found, or why it could not be."""
     from samebits.measure.trace import Trace, first_divergence, module_hooks
@@ -264,8 +266,8 @@ def _compare(axis: str, prompts: list[torch.Tensor], ref: list, other: list) -> 
 
 
 def check_generation(
-    model_or_spec: Any,
-    inputs: Any = None,
+    model_or_spec: ModelOrSpec,
+    inputs: object = None,
     *,
     max_new_tokens: int = 8,
     axes: tuple[str, ...] = AXES,

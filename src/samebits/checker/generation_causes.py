@@ -15,6 +15,7 @@ import torch
 from samebits.checker.generation_site import ModuleRerun, Site, rerun_module
 from samebits.checker.report import Cause
 from samebits.rules.causes import fix_of
+from samebits.models.inputs import Model
 
 
 @dataclasses.dataclass
@@ -22,7 +23,7 @@ class Ctx:
     """What the causes re-run: the model, the generator (``measure.generate.Generator``), the
     prompts, each prompt's reference (tokens, scores) and the check's options."""
 
-    model: Any
+    model: Model
     generate: Any
     prompts: list[torch.Tensor]
     reference: list[tuple[torch.Tensor, torch.Tensor]]
@@ -109,7 +110,7 @@ class Observed:
         return ids[row] if isinstance(ids, torch.Tensor) and ids.dim() == 2 and ids.shape[0] == n else None
 
 
-def observed(model: Any, run: Callable[[], Any]) -> Observed:
+def observed(model: Model, run: Callable[[], Any]) -> Observed:
     """``run()`` once, watched (nothing is watched in a model that is not an ``nn.Module``)."""
     if not isinstance(model, torch.nn.Module):
         return Observed(run(), [], None)

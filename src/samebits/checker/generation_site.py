@@ -127,7 +127,7 @@ def _row_input(captured: tuple | None) -> torch.Tensor | None:
     return x if isinstance(x, torch.Tensor) and x.dim() == 3 and x.is_floating_point() else None
 
 
-def _selected(obj: Any, n: int, row: int, last_token: tuple[int, int] | None = None) -> list[torch.Tensor]:
+def _selected(obj: object, n: int, row: int, last_token: tuple[int, int] | None = None) -> list[torch.Tensor]:
     picked = last_position_of_row(n, row, last_token)(obj)
     try:
         return [t for t in tree.flatten(picked).values() if isinstance(t, torch.Tensor)]

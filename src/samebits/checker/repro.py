@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from samebits.checker.options import CheckOptions
+from samebits.checker.report import CheckReport
 from samebits.errors import UserError
 from samebits.files import BadJson, atomic_write, folder_state, read_json
 from samebits.models.inputs import ModelInputs
@@ -69,7 +70,7 @@ def _load_inputs(path: Path) -> ModelInputs:
         raise UserError(f"cannot read the repro inputs '{path}': {str(exc).splitlines()[0]}") from None
 
 
-def write_repro(folder: str | Path, report: Any, inputs: ModelInputs, options: CheckOptions) -> Path:
+def write_repro(folder: str | Path, report: CheckReport, inputs: ModelInputs, options: CheckOptions) -> Path:
     """Write the repro folder of ``report`` (a CheckReport) run on ``inputs`` with ``options``."""
     out = Path(folder)
     _writable(out)
@@ -177,7 +178,7 @@ def model_for(stored_model: str, given: str | None, folder: str | Path) -> str:
     )
 
 
-def changes_since(stored: dict[str, Any], report: Any) -> list[str]:
+def changes_since(stored: dict[str, Any], report: CheckReport) -> list[str]:
     """What differs from the stored run: each axis whose verdict changed, and each bit-relevant
     fingerprint field that changed."""
     from samebits.fingerprint import Fingerprint, bit_relevant_changes

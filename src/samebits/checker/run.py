@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
-from typing import Any
 
 
 from samebits.measure.model_state import model_given_back
@@ -26,6 +25,7 @@ from samebits.models.target import as_loaded, eval_mode, inputs_for, spec_of
 from samebits.measure.guard import check_forward, describe_inputs, model_state_kept, torch_env_kept
 from samebits.measure.prepare import check_device, prepare
 from samebits.measure.threads import in_process_reason
+from samebits.models.target import ModelOrSpec
 
 IN_PROCESS = {
     "repeat": repeat_axis,
@@ -75,8 +75,8 @@ _D = CheckOptions()  # the defaults, declared once (CheckOptions) and shown in t
 
 
 def check(
-    model_or_spec: Any,
-    inputs: Any = None,
+    model_or_spec: ModelOrSpec,
+    inputs: object = None,
     *,
     axes: tuple[str, ...] = _D.axes,
     runs: int = _D.runs,

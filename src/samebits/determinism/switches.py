@@ -47,7 +47,7 @@ class SwitchChange:
         return {k: _jsonable(v) for k, v in dataclasses.asdict(self).items()}
 
 
-def _jsonable(value: Any) -> Any:
+def _jsonable(value: object) -> Any:
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, (list, tuple)):
@@ -65,7 +65,7 @@ def read_switch(switch: Switch) -> Any:
         return f"<error: {type(exc).__name__}>"
 
 
-def is_missing(value: Any) -> bool:
+def is_missing(value: object) -> bool:
     return value is _MISSING
 
 

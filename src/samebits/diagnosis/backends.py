@@ -10,7 +10,7 @@ import torch
 
 from samebits.errors import first_line
 from samebits.measure.timing import Timings
-from samebits.models.inputs import ModelInputs
+from samebits.models.inputs import Model, ModelInputs
 from samebits.runtime.backends import REGISTRY, BackendUnavailable, build
 from samebits.tensors.compare import compare
 
@@ -18,7 +18,7 @@ BACKENDS = tuple(n for n in REGISTRY if n != "eager")  # what doctor can try aga
 
 
 def try_backends(
-    model: Any,
+    model: Model,
     inputs: ModelInputs,
     names: tuple[str, ...],
     eager: Callable[[], Any],

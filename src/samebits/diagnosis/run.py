@@ -36,6 +36,7 @@ from samebits.measure.timing import Ratio, interleaved_times
 from samebits.measure.trace import plain_forward
 from samebits.tensors.tree import RowError
 from samebits.tensors.tree import flatten
+from samebits.models.target import ModelOrSpec
 
 
 def _finding(
@@ -334,8 +335,8 @@ _D = DoctorOptions()  # the defaults, declared once and shown in the signature
 
 
 def doctor(
-    model_or_spec: Any,
-    inputs: Any = None,
+    model_or_spec: ModelOrSpec,
+    inputs: object = None,
     *,
     device: str = _D.device,
     iterations: int = _D.iterations,

@@ -7,6 +7,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import types
 import re
 import sys
 from typing import Any
@@ -166,7 +167,7 @@ class Fingerprint:
         return diff(self, other)
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> Any:
     if isinstance(value, (bool, int, float, str)) or value is None:
         return value
     if isinstance(value, tuple):
@@ -174,7 +175,7 @@ def _plain(value: Any) -> Any:
     return repr(value)
 
 
-def _torch_build(torch: Any) -> dict[str, Any]:
+def _torch_build(torch: types.ModuleType) -> dict[str, Any]:
     config = torch.__config__.show()
     info: dict[str, Any] = {
         "git_version": getattr(torch.version, "git_version", None),
@@ -196,7 +197,7 @@ def _match(pattern: str, text: str) -> str | None:
     return m.group(1) if m else None
 
 
-def _cpu(torch: Any) -> dict[str, Any]:
+def _cpu(torch: types.ModuleType) -> dict[str, Any]:
     from samebits.determinism.portable import active_level, cpu_vendor, read_cpuinfo
 
     model, flags = read_cpuinfo()
@@ -210,7 +211,7 @@ def _cpu(torch: Any) -> dict[str, Any]:
     }
 
 
-def _devices(torch: Any, devices: bool | None) -> list[dict[str, Any]]:
+def _devices(torch: types.ModuleType, devices: bool | None) -> list[dict[str, Any]]:
     if not (torch.version.cuda or getattr(torch.version, "hip", None)):
         return []
     if not (devices or torch.cuda.is_initialized()) or not torch.cuda.is_available():

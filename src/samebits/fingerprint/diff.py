@@ -5,7 +5,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from samebits.fingerprint.capture import Fingerprint
 
 # Longest matching prefix wins. (affects_bits, note)
 _NOTES: list[tuple[str, bool, str]] = [
@@ -153,7 +156,7 @@ def bit_relevant_digest(data: dict[str, Any], without: tuple[str, ...] = ()) -> 
 CALIBRATION_WITHOUT = ("env.PYTHONHASHSEED",)
 
 
-def diff(a: Any, b: Any) -> list[FieldChange]:
+def diff(a: Fingerprint, b: Fingerprint) -> list[FieldChange]:
     """Fields of fingerprint ``a`` that differ in ``b`` (``None`` where one side lacks the field)."""
     fa, fb = flatten_fields(a.to_dict()), flatten_fields(b.to_dict())
     fa.pop("schema_version", None)

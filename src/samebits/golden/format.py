@@ -19,6 +19,7 @@ from samebits.errors import UserError, first_line
 from samebits.tensors.digest import ALGORITHMS
 from samebits.files import BadJson, WriteError, atomic_write, disk_error, parse_json
 from samebits.tensors import tree
+from samebits.models.inputs import ModelInputs
 
 SCHEMA_VERSION = 1
 ENCODING = "json+safetensors"
@@ -33,7 +34,7 @@ def tensor_name(prefix: str, path: str) -> str:
     return f"{prefix}/{path.lstrip('.') or 'output'}"
 
 
-def inputs_skeleton(inputs: Any, tensors: dict[str, torch.Tensor]) -> dict[str, Any]:
+def inputs_skeleton(inputs: ModelInputs, tensors: dict[str, torch.Tensor]) -> dict[str, Any]:
     """The skeleton of a :class:`ModelInputs` (``tensors.tree.skeleton``); its tensors go to
     ``inputs/args[i]``, ``inputs/kwargs.k``."""
 

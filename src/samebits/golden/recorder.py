@@ -21,6 +21,8 @@ from samebits.measure.prepare import check_device, device_kind, prepare
 from samebits.models.target import as_loaded, inputs_for, spec_of
 from samebits.tensors.digest import FILE_DIGEST, Algorithm, digest_tree, weights_digests
 from samebits.tensors.tree import flatten
+from samebits.models.inputs import Model
+from samebits.models.target import ModelOrSpec
 
 _FILE_SUFFIXES = (".py", ".pt", ".pth", ".ts", ".jit", ".pt2", ".onnx")
 
@@ -56,7 +58,7 @@ def _values(leaves: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_profiled(
-    model: Any, inputs: ModelInputs, profile: dict[str, Any], algorithm: Algorithm = FILE_DIGEST
+    model: Model, inputs: ModelInputs, profile: dict[str, Any], algorithm: Algorithm = FILE_DIGEST
 ) -> tuple[Any, Any]:
     """One traced forward under the recorded profile: (output, trace of ``algorithm`` digests)."""
     from samebits.determinism import deterministic, isolate_rng
@@ -148,9 +150,9 @@ _D = RecordOptions()  # the defaults, declared once and shown in the signature
 
 
 def record(
-    model_or_spec: Any,
+    model_or_spec: ModelOrSpec,
     path: str | os.PathLike[str],
-    inputs: Any = None,
+    inputs: object = None,
     *,
     force: bool = _D.force,
     deterministic: bool = _D.deterministic,

@@ -26,6 +26,8 @@ from samebits.tensors.compare import Comparison, compare_trees, worst_verdict
 from samebits.tensors.digest import weights_changed
 from samebits.tensors.tree import flatten
 from samebits.exit_codes import exit_code
+from samebits.models.inputs import Model
+from samebits.models.target import ModelOrSpec
 
 
 @dataclasses.dataclass
@@ -76,7 +78,9 @@ class VerifyReport:
         return data
 
 
-def _model_for(golden: Golden, golden_path: Path, model_or_spec: Any, announce: Callable[[str], None]) -> LoadedModel:
+def _model_for(
+    golden: Golden, golden_path: Path, model_or_spec: ModelOrSpec | None, announce: Callable[[str], None]
+) -> LoadedModel:
     if model_or_spec is None:
         stored = golden.header.get("model")
         if not stored:
@@ -96,7 +100,7 @@ def _model_for(golden: Golden, golden_path: Path, model_or_spec: Any, announce: 
 
 def verify(
     path: str | Path,
-    model_or_spec: Any = None,
+    model_or_spec: ModelOrSpec | None = None,
     *,
     exact: bool = False,
     atol: float | None = None,
@@ -165,7 +169,7 @@ def verify(
     )
 
 
-def _layouts(golden: Golden, model: Any, leaf: Callable[..., Comparison], device: str) -> list[LayoutTried]:
+def _layouts(golden: Golden, model: Model, leaf: Callable[..., Comparison], device: str) -> list[LayoutTried]:
     """The golden's forward once per layout, compared with the golden."""
     import torch
 

@@ -152,13 +152,13 @@ def lift(samples: list[ModelInputs], template: ModelInputs) -> ModelInputs:
     return _from_tree(tree.stack([_as_tree(s) for s in samples], _as_tree(template), n))
 
 
-def output_rows(output: Any, start: int, stop: int, n: int, *, dim: int = 0) -> Any:
+def output_rows(output: object, start: int, stop: int, n: int, *, dim: int = 0) -> Any:
     """Rows ``start:stop`` of a batched output (a batch of ``n`` along ``dim``); an output without
     the batch dim is a :class:`~samebits.tensors.tree.RowError`, never dropped."""
     return tree.take(output, start, stop, n, dim=dim, strict=True)
 
 
-def output_row(output: Any, index: int, n: int) -> Any:
+def output_row(output: object, index: int, n: int) -> Any:
     """Sample ``index`` of a batched output (a batch of ``n``), without the batch dimension."""
     return tree.row(output, index, n, strict=True)
 

@@ -8,11 +8,11 @@ whatever its outputs say (the machine axis)."""
 
 from __future__ import annotations
 
-from typing import Any
 
 import torch
 
 from samebits.measure.ops import NO_ARITHMETIC, UNINITIALISED, op_names
+from samebits.models.inputs import Model, ModelInputs
 
 LIBRARIES = ("MKL", "oneDNN", "ATen")
 
@@ -40,7 +40,7 @@ def library_of(op: str) -> str | None:
     return None if op in _EXACT else "ATen"
 
 
-def libraries_used(model: Any, inputs: Any) -> list[str]:
+def libraries_used(model: Model, inputs: ModelInputs) -> list[str]:
     """The libraries of :data:`LIBRARIES` that one forward of ``model`` runs; every one where the
     ops cannot be seen (no dispatch modes: the model's code may reach any of them)."""
     names = op_names(model, inputs)

@@ -10,9 +10,10 @@ from typing import Any, Literal
 import torch
 
 from samebits.errors import UserError, first_line, user_code
+from samebits.models.inputs import Model
 
 
-def special_token(model: Any, name: str) -> Any:
+def special_token(model: Model, name: str) -> Any:
     """``pad_token_id``/``eos_token_id`` as ``generate`` will use it: the generation config's,
     else the model config's."""
     for source in (getattr(model, "generation_config", None), getattr(model, "config", None)):
@@ -22,12 +23,12 @@ def special_token(model: Any, name: str) -> Any:
     return None
 
 
-def eos_ids(model: Any) -> set[int]:
+def eos_ids(model: Model) -> set[int]:
     eos = special_token(model, "eos_token_id")
     return {eos} if isinstance(eos, int) else set(eos or ())
 
 
-def pad_id(model: Any) -> int:
+def pad_id(model: Model) -> int:
     """The token left padding is made of: the model's pad token, else its (smallest) EOS, else 0.
     The generation check and ``Predictor.generate`` pad with the same token."""
     pad = special_token(model, "pad_token_id")
@@ -37,7 +38,7 @@ def pad_id(model: Any) -> int:
 Side = Literal["left", "right"]
 
 
-def padding_side(model: Any) -> Side:
+def padding_side(model: Model) -> Side:
     """The side a model's prompts are padded on in a batch: the right for an encoder-decoder (its
     tokenizers pad there; the decoder generates from its own start token), the left for a
     decoder-only model (new tokens follow the prompt's last one)."""
@@ -60,7 +61,7 @@ def padded(
 
 
 @contextlib.contextmanager
-def attention(model: Any, implementation: str | None) -> Iterator[None]:
+def attention(model: Model, implementation: str | None) -> Iterator[None]:
     """The model on attention ``implementation`` (``eager``, ``sdpa``) for the block, put back
     after; ``None`` or the one it has already: unchanged. A one-line error where the model
     cannot switch."""
@@ -69,16 +70,17 @@ def attention(model: Any, implementation: str | None) -> Iterator[None]:
     if implementation is None or current in (None, implementation):
         yield
         return
-    if not callable(getattr(model, "set_attn_implementation", None)):
+    switch = getattr(model, "set_attn_implementation", None)
+    if not callable(switch):
         raise UserError(f"the model cannot switch from {current} to {implementation} attention")
     try:
-        model.set_attn_implementation(implementation)
+        switch(implementation)
     except Exception as exc:
         raise UserError(f"the model cannot switch to {implementation} attention ({type(exc).__name__})") from None
     try:
         yield
     finally:
-        model.set_attn_implementation(current)
+        switch(current)
 
 
 class GenerateError(UserError):
@@ -96,7 +98,7 @@ def _blamed() -> Iterator[None]:
 
 
 def run_generate(
-    model: Any,
+    model: Model,
     ids: torch.Tensor,
     mask: torch.Tensor,
     n: int,
@@ -114,7 +116,7 @@ def run_generate(
     with torch.inference_mode(), torch.random.fork_rng(devices=[]), user_code("the model's generate"), _blamed():
         if seed is not None:
             torch.manual_seed(seed)
-        out = model.generate(
+        out = getattr(model, "generate")(  # noqa: B009 (a transformers model's; supports_generate checked it)
             input_ids=ids.to(device),
             attention_mask=mask.to(device),
             max_new_tokens=n,
@@ -136,7 +138,7 @@ class Generator:
     (with ``seed``) sampled from torch's RNG seeded alike before every call; per prompt (tokens,
     scores)."""
 
-    def __init__(self, model: Any, max_new_tokens: int, seed: int | None = None, side: Side | None = None) -> None:
+    def __init__(self, model: Model, max_new_tokens: int, seed: int | None = None, side: Side | None = None) -> None:
         if not callable(getattr(model, "generate", None)):
             raise UserError("--generate needs a model with a transformers-style generate()")
         self.model, self.n, self.seed = model, max_new_tokens, seed  # seed: sample, seeded alike

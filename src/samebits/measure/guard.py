@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from samebits.errors import UserError, first_line
-from samebits.models.inputs import ModelInputs
+from samebits.models.inputs import Model, ModelInputs
 from samebits.tensors import tree
 from samebits.rules.causes import fix_of
 from samebits.environ import environ_kept
@@ -39,7 +39,7 @@ def _forward_reads_training(cls: type) -> bool:
         return False
 
 
-def training_modules(model: Any) -> list[tuple[str, str]]:
+def training_modules(model: Model) -> list[tuple[str, str]]:
     """``(path, type)`` of the modules in training mode whose forward depends on it: dropout,
     batch norm and RReLU, and any module whose own ``forward`` reads ``self.training``. Read
     from the module flags alone: no forward is run."""
@@ -52,7 +52,7 @@ def training_modules(model: Any) -> list[tuple[str, str]]:
     ]
 
 
-def training_note(model: Any) -> str:
+def training_note(model: Model) -> str:
     """``"; the model is in training mode (...)"`` where it is, else ``""``."""
     found = training_modules(model)
     if not found:
@@ -61,7 +61,7 @@ def training_note(model: Any) -> str:
     return f"; the model is in training mode ({names}): {fix_of('training-mode')}"
 
 
-def check_forward(model: Any, inputs: ModelInputs, *, need_tensor: bool = False) -> Any:
+def check_forward(model: Model, inputs: ModelInputs, *, need_tensor: bool = False) -> Any:
     """One forward under ``no_grad``, its output returned; an exception becomes a one-line
     :class:`ForwardError` (which says so where the model is in training mode, the usual
     reason). With ``need_tensor``, an output that holds no tensor is one too."""
@@ -90,7 +90,7 @@ def torch_env_kept() -> contextlib.AbstractContextManager[None]:
 
 
 @contextlib.contextmanager
-def model_state_kept(model: Any) -> Iterator[Callable[[], None]]:
+def model_state_kept(model: Model) -> Iterator[Callable[[], None]]:
     """Yield a function that puts the model's buffers and training flags back as they were now;
     it runs again on exit, so the caller leaves the user's model as it found it."""
     if not isinstance(model, nn.Module):

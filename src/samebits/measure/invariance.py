@@ -19,7 +19,7 @@ from samebits.tensors.digest import digest_tree
 from samebits.tensors.tree import flatten
 
 
-def row_key(output: Any) -> str:
+def row_key(output: object) -> str:
     """A key equal for two outputs exactly when their bits are."""
     return repr(sorted(digest_tree(output).items()))
 

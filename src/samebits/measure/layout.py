@@ -7,11 +7,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Iterator
-from typing import Any, Literal
+from typing import Literal
 
 import torch
 
-from samebits.models.inputs import ModelInputs
+from samebits.models.inputs import Model, ModelInputs
 from samebits.tensors.layout import OFFSET_BYTES, Relay, aligned_copy, is_aligned, offset_copy, relaid, strided_copy
 from samebits.tensors.tree import map_tensors
 
@@ -26,12 +26,14 @@ class Layout:
     on: Literal["parameters", "inputs"]
 
     @contextlib.contextmanager
-    def applied(self, model: Any, inputs: ModelInputs) -> Iterator[ModelInputs]:
+    def applied(self, model: Model, inputs: ModelInputs) -> Iterator[ModelInputs]:
         """Inside the block the model's tensors are re-laid (``on="parameters"``); yields the inputs
         to run on (re-laid copies for ``on="inputs"``)."""
         if self.on == "inputs":
             yield ModelInputs(map_tensors(self.relay, inputs.args), map_tensors(self.relay, inputs.kwargs))
             return
+        if not isinstance(model, torch.nn.Module):  # callers skip a model without parameters
+            raise TypeError(f"parameters re-laid only on an nn.Module, not a {type(model).__name__}")
         with relaid(model, self.relay):
             yield inputs
 

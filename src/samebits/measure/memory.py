@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from samebits.models.inputs import ModelInputs
+from samebits.models.inputs import Model, ModelInputs
 
 
 def default_memory_cap_mb(device: str = "cpu") -> float:
@@ -71,7 +71,7 @@ def device_mb(device: str = "cpu") -> float:
 
 
 def memory_growth(
-    model: Any, inputs: ModelInputs, *, mode: str, iterations: int, cap_mb: float, device: str = "cpu"
+    model: Model, inputs: ModelInputs, *, mode: str, iterations: int, cap_mb: float, device: str = "cpu"
 ) -> dict[str, Any]:
     """Run ``iterations`` forwards keeping every output, ``mode`` ``"as-is"`` (grad mode on, as a
     plain call runs) or ``"inference_mode"``; stop early once memory grew by ``cap_mb``."""
@@ -98,7 +98,7 @@ def memory_growth(
     }
 
 
-def _tensors(obj: Any) -> list[torch.Tensor]:
+def _tensors(obj: object) -> list[torch.Tensor]:
     from samebits.tensors.tree import flatten
 
     try:
@@ -146,7 +146,7 @@ def peak_of(run: Any, device: str = "cpu", since: float | None = None) -> float:
 
 
 def largest_batch(
-    model: Any, batch_at: Callable[[int], ModelInputs], budget_mb: float, device: str, limit: int = 4096
+    model: Model, batch_at: Callable[[int], ModelInputs], budget_mb: float, device: str, limit: int = 4096
 ) -> tuple[int, dict[int, float]]:
     """(the largest power-of-two batch whose forward adds at most ``budget_mb`` to the peak
     (CUDA: the largest that does not run out of memory, the cache emptied after), the peak

@@ -8,9 +8,9 @@ import contextlib
 import dataclasses
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import torch
+from samebits.models.inputs import Model
 from torch import nn
 
 
@@ -95,7 +95,7 @@ def _back(now: torch.Tensor, was: Where) -> torch.Tensor:
 
 
 @contextlib.contextmanager
-def model_given_back(model: Any) -> Iterator[None]:
+def model_given_back(model: Model) -> Iterator[None]:
     """Inside the block samebits may prepare ``model`` (eval, no grad, another device or dtype);
     on exit it is as it was."""
     if not isinstance(model, nn.Module):

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from samebits.models.inputs import ModelInputs
+from samebits.models.inputs import Model, ModelInputs
 from samebits.measure.trace import DigestCache, same
 
 
@@ -98,7 +98,7 @@ def _recorder(record: Callable[[str, Any, Any], None], before: Callable[[Any], A
     return Recorder
 
 
-def op_names(model: Any, inputs: ModelInputs) -> list[str] | None:
+def op_names(model: Model, inputs: ModelInputs) -> list[str] | None:
     """The name of every aten op one forward runs, in order; ``None`` where ops cannot be seen."""
     names: list[str] = []
     recorder = _recorder(lambda name, seen, out: names.append(name))
@@ -110,7 +110,7 @@ def op_names(model: Any, inputs: ModelInputs) -> list[str] | None:
 
 
 def op_digests(
-    model: Any, inputs: ModelInputs, module: str, call: int = 0, rows: tuple[int, int] | None = None
+    model: Model, inputs: ModelInputs, module: str, call: int = 0, rows: tuple[int, int] | None = None
 ) -> list[OpCall] | None:
     """Every aten op run inside call ``call`` of ``module`` (``""`` is the model), or ``None``
     where this cannot be seen (no dispatch modes, no module)."""
@@ -141,7 +141,7 @@ def op_digests(
             mode.__enter__()
             state["mode"] = mode
 
-    def post(mod: nn.Module, args: Any, output: Any) -> None:
+    def post(mod: nn.Module, args: Any, output: object) -> None:
         if state["count"] == call and state["mode"] is not None:
             state["mode"].__exit__(None, None, None)
         state["count"] += 1

@@ -7,7 +7,7 @@ from typing import Any
 from torch import nn
 
 from samebits.errors import UserError
-from samebits.models.inputs import ModelInputs, parse_dtype
+from samebits.models.inputs import Model, ModelInputs, parse_dtype
 from samebits.tensors import tree
 
 
@@ -34,7 +34,9 @@ def device_kind(device: str) -> str:
     return torch.device(device).type
 
 
-def prepare(model: Any, inputs: ModelInputs, device: str = "cpu", dtype: str | None = None) -> tuple[Any, ModelInputs]:
+def prepare(
+    model: Model | None, inputs: ModelInputs, device: str = "cpu", dtype: str | None = None
+) -> tuple[Any, ModelInputs]:
     """Move ``model`` (when it is an ``nn.Module``) and the tensors in ``inputs`` to ``device``;
     with ``dtype``, cast the model and the floating-point inputs to it. The model is moved in
     place, as ``nn.Module.to`` does; its training mode is left as the user set it."""

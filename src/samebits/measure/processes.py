@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from samebits import deadline
-from samebits.models.inputs import ModelInputs
+from samebits.models.inputs import Model, ModelInputs
 from samebits.measure.job import ENTRY, Job, Reply
 from samebits.measure.spawn import Child, ChildDied
 from samebits.measure.ops import OpCall, op_calls
@@ -56,7 +56,7 @@ class ChildResult:
     weights: dict[str, str] | None = None  # digests of the weights the child's factory built (a spec)
 
 
-def unshippable_reason(model: Any) -> str | None:
+def unshippable_reason(model: Model) -> str | None:
     """Why an in-memory model cannot be sent to a child process, or ``None`` if it can be tried."""
     if not isinstance(model, nn.Module):
         return f"a {type(model).__name__} cannot be sent to a child process"
@@ -106,7 +106,7 @@ class ChildRunner:
 
     def __init__(
         self,
-        model: Any,
+        model: Model,
         inputs: ModelInputs,
         *,
         spec: str | None,

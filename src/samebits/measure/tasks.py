@@ -10,7 +10,7 @@ from typing import Any
 
 from samebits.measure.job import Job, Reply
 from samebits.measure.wire import Channel
-from samebits.models.inputs import ModelInputs
+from samebits.models.inputs import Model, ModelInputs
 
 OUTPUT_KEY = "<output>"  # the name under which a child's final output tensors come back
 
@@ -45,7 +45,7 @@ def load(job: Job) -> tuple[Any, ModelInputs, dict[str, str] | None]:
     return model, inputs, built
 
 
-def trace(model: Any, inputs: ModelInputs, job: Job) -> Reply:
+def trace(model: Model, inputs: ModelInputs, job: Job) -> Reply:
     """One forward: output digests (and, with ``hooks`` or ``keep``, per-module digests), the
     output tensors and the kept ones as ``KEY|PATH``."""
     import torch
@@ -75,14 +75,14 @@ def trace(model: Any, inputs: ModelInputs, job: Job) -> Reply:
     return Reply(data, tensors=tensors)
 
 
-def memory(model: Any, inputs: ModelInputs, job: Job) -> Reply:
+def memory(model: Model, inputs: ModelInputs, job: Job) -> Reply:
     """Memory kept by outputs over many forwards (see :func:`samebits.measure.memory.memory_growth`)."""
     from samebits.measure.memory import memory_growth
 
     return Reply(memory_growth(model, inputs, device=job.device, **job.params))
 
 
-def generate(model: Any, inputs: ModelInputs, job: Job) -> Reply:
+def generate(model: Model, inputs: ModelInputs, job: Job) -> Reply:
     """Each prompt generated alone (:class:`samebits.measure.generate.Generator`): its tokens and
     one digest per step of its scores."""
     import torch
@@ -95,7 +95,7 @@ def generate(model: Any, inputs: ModelInputs, job: Job) -> Reply:
     return Reply({"tokens": [t.tolist() for t, _ in out], "digests": [step_digests(s) for _, s in out]})
 
 
-def time(model: Any, inputs: ModelInputs, job: Job) -> Reply:
+def time(model: Model, inputs: ModelInputs, job: Job) -> Reply:
     """Seconds of each of a few forwards after a warm-up (what one process's code paths cost)."""
     import torch
 

@@ -4,6 +4,7 @@ be one: its rounds agree on which side of 1 it lies, and the machine was not bus
 
 from __future__ import annotations
 
+import types
 import dataclasses
 import functools
 import itertools
@@ -165,7 +166,7 @@ def _device_sync() -> Callable[[], object]:
     return lambda: None
 
 
-def sync_every_device(torch: Any) -> None:
+def sync_every_device(torch: types.ModuleType) -> None:
     """Wait for the kernels queued on every CUDA device of this process."""
     for index in range(torch.cuda.device_count()):
         torch.cuda.synchronize(index)

@@ -7,12 +7,12 @@ import contextlib
 import dataclasses
 import weakref
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 from torch import nn
 
-from samebits.models.inputs import ModelInputs
+from samebits.models.inputs import Model, ModelInputs
 from samebits.tensors.digest import RUN_DIGEST, Algorithm, digest_tree, hasher, leaf_digest
 from samebits.tensors import tree
 from samebits.tensors.tree import flatten
@@ -66,7 +66,7 @@ class Trace:
 Rows = tuple[int, int] | Callable[[Any], Any] | None
 
 
-def rows_of(obj: Any, rows: Rows) -> Any:
+def rows_of(obj: object, rows: Rows) -> Any:
     """With ``rows=(n, i)``: every tensor whose leading dim is ``n`` replaced by its row ``i``
     (kept 1-long); a callable ``rows`` is applied to ``obj`` as it is (a custom selection)."""
     if rows is None:
@@ -77,7 +77,7 @@ def rows_of(obj: Any, rows: Rows) -> Any:
     return tree.take(obj, i, i + 1, n)
 
 
-def blocks_of(obj: Any, n: int, i: int) -> dict[str, tuple[str, Any]]:
+def blocks_of(obj: object, n: int, i: int) -> dict[str, tuple[str, Any]]:
     """``{path: (block, leaf)}``: every tensor whose leading dim is a multiple ``k·n`` of ``n``
     cut to its ``i``-th block of ``k`` rows (``block`` is ``k``), as a batch-first tensor
     flattened to tokens (``[n·T, H]``, a mixture of experts' input) holds row ``i``'s tokens;
@@ -94,7 +94,7 @@ def blocks_of(obj: Any, n: int, i: int) -> dict[str, tuple[str, Any]]:
     return out
 
 
-def _is_one_tensor_call(obj: Any) -> bool:
+def _is_one_tensor_call(obj: object) -> TypeGuard[tuple[tuple[torch.Tensor], dict[str, Any]]]:
     return (
         isinstance(obj, tuple)
         and len(obj) == 2
@@ -123,7 +123,7 @@ class DigestCache:
         self._seen[id(leaf)] = (weakref.ref(leaf), leaf._version, value)
         return value
 
-    def tree(self, obj: Any, rows: Rows) -> str:
+    def tree(self, obj: object, rows: Rows) -> str:
         """One digest over every leaf of ``obj`` (its rows only, with ``rows``)."""
         if rows is None and isinstance(obj, torch.Tensor):
             return self.digest(obj)
@@ -138,7 +138,7 @@ class DigestCache:
             h.update(f"{path}={self.digest(leaf)};".encode())
         return h.hexdigest()
 
-    def blocks(self, obj: Any, rows: Rows) -> str:
+    def blocks(self, obj: object, rows: Rows) -> str:
         """``"shape|digest"`` of ``obj`` under the block rule (``blocks_of``); ``""`` without
         ``(n, i)`` rows or where the tree does not know ``obj``."""
         if not isinstance(rows, tuple):
@@ -158,7 +158,7 @@ KEEP_BUDGET_BYTES = 256 * 2**20
 
 @contextlib.contextmanager
 def module_hooks(
-    model: Any,
+    model: Model,
     rows: Rows = None,
     keep: set[str] | None = None,
     algorithm: Algorithm = RUN_DIGEST,
@@ -186,7 +186,7 @@ def module_hooks(
             return hook
 
         def post(name: str):
-            def hook(module: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
+            def hook(module: nn.Module, args: Any, kwargs: Any, output: object) -> None:
                 call = counts.get(name, 0)
                 counts[name] = call + 1
                 inputs, block_inputs = pending[id(module)].pop() if pending.get(id(module)) else ("", "")
@@ -211,11 +211,11 @@ def module_hooks(
             handle.remove()
 
 
-def _detach(obj: Any) -> Any:
+def _detach(obj: object) -> Any:
     return flatten(tree.map_tensors(lambda t: t.detach().cpu().clone(), obj))
 
 
-def _kept(output: Any, rows: Rows) -> dict[str, Any]:
+def _kept(output: object, rows: Rows) -> dict[str, Any]:
     """A call's output as kept for comparison: its rows' blocks with ``(n, i)`` rows (a leaf that
     is not a block stays whole), else as ``rows_of`` selects."""
     if isinstance(rows, tuple):
@@ -241,7 +241,7 @@ def same(a: str, b: str, block_a: str, block_b: str) -> bool:
 
 
 def traced_forward(
-    model: Any,
+    model: Model,
     inputs: ModelInputs,
     rows: Rows = None,
     keep: set[str] | None = None,
@@ -253,12 +253,12 @@ def traced_forward(
     return output, Trace(digest_tree(rows_of(output, rows), algorithm), list(calls), algorithm), dict(kept)
 
 
-def plain_forward(model: Any, inputs: ModelInputs) -> Any:
+def plain_forward(model: Model, inputs: ModelInputs) -> Any:
     with torch.no_grad():
         return inputs.call(model)
 
 
-def digested_forward(model: Any, inputs: ModelInputs, algorithm: Algorithm = RUN_DIGEST) -> tuple[Any, Trace]:
+def digested_forward(model: Model, inputs: ModelInputs, algorithm: Algorithm = RUN_DIGEST) -> tuple[Any, Trace]:
     """One forward without hooks: the output and a trace of its output digests only."""
     output = plain_forward(model, inputs)
     return output, Trace(digest_tree(output, algorithm), [], algorithm)

@@ -6,6 +6,7 @@ import dataclasses
 import inspect
 import math
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -13,6 +14,10 @@ import torch
 from samebits import deadline
 from samebits.errors import SpecError, UserError, first_line, user_code
 from samebits.tensors.tree import is_namedtuple
+
+Model = Callable[..., Any]
+"""What samebits runs: an ``nn.Module``, a ``ScriptModule``, an exported program's module, or
+another callable runner (an ONNX session's wrapper); its forward is a call."""
 
 
 @dataclasses.dataclass
@@ -23,7 +28,7 @@ class ModelInputs:
     kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     @classmethod
-    def from_example(cls, example: Any) -> ModelInputs:
+    def from_example(cls, example: object) -> ModelInputs:
         """A tuple is positional arguments, a dict keyword arguments, anything else one argument."""
         if isinstance(example, ModelInputs):
             return example
@@ -33,7 +38,7 @@ class ModelInputs:
             return cls(kwargs=dict(example))
         return cls(args=(example,))
 
-    def call(self, model: Any) -> Any:
+    def call(self, model: Model) -> Any:
         """One forward of ``model`` on these inputs (the user's code: its ``sys.exit()`` is an error)."""
         with user_code("the model's forward"):
             out = model(*self.args, **self.kwargs)
@@ -73,7 +78,7 @@ DTYPES.update(
 )
 
 
-def forward_parameters(model: Any) -> list[tuple[str, bool]]:
+def forward_parameters(model: Model) -> list[tuple[str, bool]]:
     """The named inputs of ``model``'s forward, in order, each with whether it is required;
     empty where the forward has no Python signature."""
     forward = getattr(model, "forward", model)

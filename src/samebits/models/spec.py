@@ -18,7 +18,7 @@ from torch import nn
 
 from samebits import deadline
 from samebits.errors import MissingDependencyError, SpecError, first_line, user_code
-from samebits.models.inputs import ModelInputs
+from samebits.models.inputs import Model, ModelInputs
 
 Kind = Literal["demo", "factory", "torchscript", "export", "onnx"]
 
@@ -32,7 +32,7 @@ SPEC_HELP = (
 class LoadedModel:
     """A loaded model, the example inputs its spec provided (if any), and what it is."""
 
-    model: Any  # an nn.Module, or a callable runner for ONNX
+    model: Model  # an nn.Module, or a callable runner for ONNX
     example_inputs: ModelInputs | None
     spec: str  # the MODEL spec, or a label such as "<Linear object>" for an in-memory model
     kind: Kind

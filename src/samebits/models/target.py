@@ -7,11 +7,14 @@ from typing import Any
 from torch import nn
 
 from samebits.errors import UserError
-from samebits.models.inputs import ModelInputs
+from samebits.models.inputs import Model, ModelInputs
 from samebits.models.spec import LoadedModel, load_model
 
+ModelOrSpec = str | LoadedModel | Model
+"""A MODEL spec (``file.py:factory``, ``demo:NAME``, ...), a loaded model, or the model itself."""
 
-def as_loaded(model_or_spec: Any) -> LoadedModel:
+
+def as_loaded(model_or_spec: ModelOrSpec) -> LoadedModel:
     """A spec is loaded; a :class:`LoadedModel` is kept; any other object (an ``nn.Module``, a
     callable) is wrapped as an in-memory model labelled ``<Type object>``."""
     if isinstance(model_or_spec, str):
@@ -21,7 +24,7 @@ def as_loaded(model_or_spec: Any) -> LoadedModel:
     return LoadedModel(model_or_spec, None, f"<{type(model_or_spec).__name__} object>", "factory", in_memory=True)
 
 
-def eval_mode(model: Any) -> Any:
+def eval_mode(model: Model) -> Any:
     """``model`` put in eval mode where it has one; a ``torch.export`` module keeps the mode it
     was exported in (its ``eval()`` raises ``NotImplementedError``)."""
     if isinstance(model, nn.Module):
@@ -38,7 +41,7 @@ def spec_of(loaded: LoadedModel) -> str | None:
 
 
 def inputs_for(
-    loaded: LoadedModel, inputs: Any, hint: str = "pass inputs (--input FILE or --input-shape 4,3,32,32)"
+    loaded: LoadedModel, inputs: object, hint: str = "pass inputs (--input FILE or --input-shape 4,3,32,32)"
 ) -> ModelInputs:
     """``inputs`` (torch.export's convention) if given, else the spec's example inputs."""
     model_inputs = ModelInputs.from_example(inputs) if inputs is not None else loaded.example_inputs

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from samebits.errors import UserError
-from samebits.models.inputs import ModelInputs, forward_parameters
+from samebits.models.inputs import Model, ModelInputs, forward_parameters
 from samebits.offline.sources import BadInput, InputFile, Piece, Shapes, Source, describe, row_shapes
 
 
@@ -25,7 +25,7 @@ def _pyarrow() -> Any:
     return pq
 
 
-def column_map(first: InputFile, model: Any) -> dict[str, Any]:
+def column_map(first: InputFile, model: Model) -> dict[str, Any]:
     """Which columns of the first Parquet file feed which inputs (:func:`map_columns`)."""
     try:
         names = list(_pyarrow().ParquetFile(first.path).schema_arrow.names)
@@ -36,7 +36,7 @@ def column_map(first: InputFile, model: Any) -> dict[str, Any]:
     return map_columns(names, model, f"'{first.path}'")
 
 
-def map_columns(names: list[str], model: Any, where: str) -> dict[str, Any]:
+def map_columns(names: list[str], model: Model, where: str) -> dict[str, Any]:
     """``{"positional": [col], "keywords": {param: col}}``: columns named after the forward's
     inputs, or a single column for a one-input model; ``where`` names the table in errors."""
     params = forward_parameters(model)

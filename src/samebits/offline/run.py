@@ -29,12 +29,13 @@ from samebits.limits import batch_rows, max_threads, thread_count
 from samebits.files import BadJson, FolderBusy, atomic_write, exclusive, folder_state, read_json, xxh3_file
 from samebits.measure.batching import take_rows
 from samebits.measure.prepare import check_device, device_kind
-from samebits.models.inputs import ModelInputs
+from samebits.models.inputs import Model, ModelInputs
 from samebits.models.target import as_loaded
 from samebits.offline.dataset import Dataset
 from samebits.offline.shard import compute_shard, example_of, open_dataset, shard_name
 from samebits.offline.images import ImagePrep
 from samebits.offline.sources import InputFile, input_files
+from samebits.models.target import ModelOrSpec
 
 if TYPE_CHECKING:
     from samebits.runtime.predictor import Predictor
@@ -121,7 +122,7 @@ MANIFEST_EVERY = 0.5  # least seconds between manifest rewrites; a shard done bu
 MANIFEST_SHARE = 0.02  # and at most this share of the run's time spent rewriting it
 
 
-def _compact(value: Any) -> str:
+def _compact(value: object) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))  # compact: the C encoder, 10x faster
 
 
@@ -254,7 +255,7 @@ def _make_writable(out: Path) -> None:
         raise UserError(f"cannot write into OUT_DIR '{out}': {exc.strerror or exc}") from None
 
 
-def _check_forward(model: Any, example: ModelInputs) -> None:
+def _check_forward(model: Model, example: ModelInputs) -> None:
     """The model runs on the data's first samples (else the Predictor's calibration would fail
     with a less direct message)."""
     from samebits.measure.guard import ForwardError, check_forward
@@ -273,7 +274,7 @@ def _check_forward(model: Any, example: ModelInputs) -> None:
 
 
 def predict(
-    model_or_spec: Any,
+    model_or_spec: ModelOrSpec,
     inputs: list[str],
     out_dir: str | Path,
     *,

@@ -14,7 +14,7 @@ import numpy as np
 from samebits.errors import UserError, first_line
 from samebits.files import atomic_write, xxh3_file
 from samebits.measure.batching import batch_size_of, join_outputs, take_rows
-from samebits.models.inputs import ModelInputs
+from samebits.models.inputs import Model, ModelInputs
 from samebits.offline.dataset import Dataset
 from samebits.offline.images import ImagePrep
 from samebits.offline.sources import InputFile
@@ -52,7 +52,7 @@ def sample_digests(leaves: dict[str, Any], rows: int) -> list[str]:
 
 
 def open_dataset(
-    files: list[InputFile], model: Any, *, image: ImagePrep | None = None, skip_bad: bool = False
+    files: list[InputFile], model: Model, *, image: ImagePrep | None = None, skip_bad: bool = False
 ) -> Dataset:
     """The run's samples; Parquet columns are mapped to ``model``'s inputs by name."""
     options: dict[str, Any] = {"image": image or ImagePrep()}

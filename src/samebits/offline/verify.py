@@ -18,6 +18,7 @@ from samebits.offline.run import MANIFEST, SCHEMA_VERSION, is_entry
 from samebits.offline.shard import example_of, open_dataset, sample_digests, shard_name, shard_outputs
 from samebits.offline.sources import InputFile, input_files
 from samebits.exit_codes import exit_code
+from samebits.models.target import ModelOrSpec
 
 
 @dataclasses.dataclass
@@ -118,7 +119,9 @@ def pick(n: int, k: int) -> list[int]:
     return sorted({round(i * (n - 1) / max(1, k - 1)) for i in range(k)})
 
 
-def verify_predictions(out_dir: str | Path, model_or_spec: Any = None, *, shards: int = 3) -> PredictionsReport:
+def verify_predictions(
+    out_dir: str | Path, model_or_spec: ModelOrSpec | None = None, *, shards: int = 3
+) -> PredictionsReport:
     """Check every complete shard's file digest, recompute ``shards`` of them spread over the
     run and compare per-sample digests."""
     if shards < 1:
@@ -127,7 +130,7 @@ def verify_predictions(out_dir: str | Path, model_or_spec: Any = None, *, shards
     return _verify(out, _manifest(out), model_or_spec, shards)
 
 
-def _verify(out: Path, manifest: dict[str, Any], model_or_spec: Any, shards: int) -> PredictionsReport:
+def _verify(out: Path, manifest: dict[str, Any], model_or_spec: ModelOrSpec | None, shards: int) -> PredictionsReport:
     from samebits.fingerprint import Fingerprint, bit_relevant_changes
     from samebits.measure.threads import num_threads
     from samebits.runtime.predictor import Predictor

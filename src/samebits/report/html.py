@@ -24,7 +24,7 @@ code,pre{font:12px ui-monospace,Menlo,Consolas,monospace}pre{background:#f7f7f7;
 """
 
 
-def _e(value: Any) -> str:
+def _e(value: object) -> str:
     return html.escape("" if value is None else str(value))
 
 
@@ -51,7 +51,7 @@ def _verdict(ok: bool, text: str, warn: bool = False) -> str:
     return f'<div class="verdict {kind}">{_e(text)}</div>'
 
 
-def _num(value: Any, fmt: str = "{:.3g}") -> str:
+def _num(value: object, fmt: str = "{:.3g}") -> str:
     return "" if value is None else fmt.format(value)
 
 

@@ -13,7 +13,7 @@ import torch
 
 from samebits.errors import UserError, first_line
 from samebits.fingerprint.capture import device_identity
-from samebits.models.inputs import ModelInputs
+from samebits.models.inputs import Model, ModelInputs
 from samebits.runtime.backends import BackendUnavailable, backend_versions, build
 from samebits.runtime.cache import artifact_key
 from samebits.runtime.plan import Artifact
@@ -30,7 +30,7 @@ class Runners:
     def __init__(
         self,
         backend: str,
-        model: Any,
+        model: Model,
         example_at: Callable[[int], ModelInputs],
         cache_dir: Path,
         device: str,

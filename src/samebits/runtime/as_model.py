@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from samebits.errors import UserError
-from samebits.models.inputs import ModelInputs
+from samebits.models.inputs import Model, ModelInputs
 from samebits.runtime.backends import BACKENDS
 from samebits.runtime.predictor import Predictor
 
@@ -34,7 +34,7 @@ def parse_runtime(runtime: str) -> str:
 
 
 def runtime_model(
-    model: Any,
+    model: Model,
     inputs: ModelInputs,
     runtime: str,
     cache_dir: str | None = None,

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from samebits.errors import UserError, first_line
-from samebits.models.inputs import ModelInputs
+from samebits.models.inputs import Model, ModelInputs
 from samebits.measure.load import Load, LoadWatch
 from samebits.measure.timing import Ratio, Timings, interleaved_times
 from samebits.runtime.backends import REGISTRY
@@ -43,7 +43,7 @@ class Owner(Protocol):
     """What ``auto`` needs of the runner it plans for: the facts that key the plan, and a member
     runner for one backend on the same prepared model and example."""
 
-    model: Any
+    model: Model
     device: str
     invariant: bool
     tile: int | None

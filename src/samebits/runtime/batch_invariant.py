@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch._ops import OpOverload
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from samebits.errors import UserError
@@ -83,7 +84,7 @@ class BatchInvariant(TorchDispatchMode):
         self.tile = tile
         self.kernels = kernels
 
-    def _on_kernels(self, func: Any, args: tuple[Any, ...]) -> bool:
+    def _on_kernels(self, func: OpOverload, args: tuple[Any, ...]) -> bool:
         """Whether ``func`` runs on the fixed-order kernels: always where asked, by default for
         CUDA tensors where Triton is installed."""
         if func not in fixed_order.CALLS or self.kernels is False:
@@ -98,7 +99,7 @@ class BatchInvariant(TorchDispatchMode):
             return True
         return on_cuda and fixed_order.unavailable() is None
 
-    def __torch_dispatch__(self, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
+    def __torch_dispatch__(self, func: OpOverload, types: Any, args: tuple[Any, ...] = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         if self._on_kernels(func, args):
             out = fixed_order.call(func, args, kwargs)
@@ -117,7 +118,7 @@ class BatchInvariant(TorchDispatchMode):
         return _tiled(func, args, kwargs, rows, self.tile)
 
 
-def _times_a_weight(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+def _times_a_weight(func: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     """Whether a linear or matmul call is rows (of 2 or more dims, some) times one weight matrix
     with at most one bias row for every row (a bias per position is cut with dim 0's tiles)."""
     x = args[0] if args else None
@@ -143,7 +144,9 @@ def _batched(args: tuple[Any, ...], rows: tuple[int, ...]) -> bool:
 Where = int | str  # an argument's position, or the name of a keyword argument
 
 
-def _per_row(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], rows: tuple[int, ...]) -> dict[Where, Any]:
+def _per_row(
+    func: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], rows: tuple[int, ...]
+) -> dict[Where, Any]:
     """The arguments cut with the batch: the row arguments, and a bias or mask given per row
     (its dim 0 the batch's and as many dims as the rows) rather than broadcast to every row."""
     batch, dims = args[rows[0]].shape[0], args[rows[0]].dim()
@@ -196,7 +199,7 @@ def _order(t: torch.Tensor, rows_last: bool) -> list[int]:
     return [*[d for d in order if d], 0] if rows_last else order
 
 
-def _call(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], cut: dict[Where, Any]) -> Any:
+def _call(func: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], cut: dict[Where, Any]) -> Any:
     call = tuple(cut.get(i, a) for i, a in enumerate(args))
     return func(*call, **{k: cut.get(k, v) for k, v in kwargs.items()})
 
@@ -245,7 +248,7 @@ def _candidates(tile: int) -> list[int]:
 
 
 def _position_free_tile(
-    func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], per_row: dict[Where, Any], tile: int
+    func: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], per_row: dict[Where, Any], tile: int
 ) -> tuple[int, bool]:
     """The largest tile (of :func:`_candidates`) at which ``func`` gives a row the same bits at
     every position (:func:`_rows_alike`), with the rows laid out as given or, for 2-D rows, with
@@ -265,7 +268,7 @@ def _position_free_tile(
 
 
 def _rows_alike(
-    func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], per_row: dict[Where, Any], t: int, rows_last: bool
+    func: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], per_row: dict[Where, Any], t: int, rows_last: bool
 ) -> bool:
     """Whether a tile of ``t`` copies of one row gives that row the same bits at every position,
     for the call's first row and for its last."""
@@ -277,7 +280,7 @@ def _rows_alike(
     return True
 
 
-def _tiled(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], rows: tuple[int, ...], tile: int) -> Any:
+def _tiled(func: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any], rows: tuple[int, ...], tile: int) -> Any:
     """``func`` on tiles of exactly one size, each a fresh copy of its rows (the last padded with
     zeros), the results joined and cut back to the batch: the tile is the largest at most
     ``tile`` whose rows this CPU's kernels compute alike at every position."""
@@ -323,7 +326,7 @@ def batch_invariant_forwards(model: nn.Module, tile: int = TILE) -> Iterator[nn.
         mode.__enter__()
         modes.append(mode)
 
-    def leave(module: nn.Module, inputs: Any, output: Any) -> None:
+    def leave(module: nn.Module, inputs: Any, output: object) -> None:
         if modes:
             modes.pop().__exit__(None, None, None)
 

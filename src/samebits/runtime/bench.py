@@ -23,6 +23,7 @@ from samebits.measure.timing import Spread, Timings, interleaved_times
 from samebits.measure.prepare import prepare
 from samebits.tensors import tree
 from samebits.tensors.compare import compare
+from samebits.models.target import ModelOrSpec
 
 SCHEMA_VERSION = 1
 LOOP = "per-sample loop"
@@ -73,8 +74,8 @@ _D = BenchOptions()  # the defaults, declared once and shown in the signature
 
 
 def bench(
-    model_or_spec: Any,
-    inputs: Any = None,
+    model_or_spec: ModelOrSpec,
+    inputs: object = None,
     *,
     batch_sizes: tuple[int, ...] = _D.batch_sizes,
     backends: tuple[str, ...] = _D.backends,

@@ -32,6 +32,7 @@ from samebits.runtime.invariance import (
 )
 from samebits.runtime.plan import Difference, MemoryPlan, Validation
 from samebits.tensors import tree
+from samebits.models.inputs import Model
 
 # 4: timed forwards; 5: inputs named as ModelInputs.leaves(); 6: budgets stop sizes; 7: neighbours over
 # the batch's integer ranges, rows alone where neighbours matter, tiles of one layout
@@ -42,7 +43,7 @@ class Calibrated(Protocol):
     """What a calibration reads of its runner: the prepared model and its example, how one
     forward runs at a size, and what keys the result."""
 
-    model: Any
+    model: Model
     device: str
     backend: str
     seed: int

@@ -13,12 +13,13 @@ from torch import nn
 from samebits.determinism.shared import acquire_profile, release_profile
 from samebits.errors import UserError
 from samebits.measure.model_state import ModelState, hold
+from samebits.models.inputs import Model
 
 
 class Custody:
     """The model and profile ``owner`` holds; ``deterministic`` acquires the shared profile."""
 
-    def __init__(self, owner: object, model: Any, deterministic: bool, seed: int, device: str) -> None:
+    def __init__(self, owner: object, model: Model, deterministic: bool, seed: int, device: str) -> None:
         self.moved = self.released = False
         self._state: ModelState | None = None
         self._finalizers: list[weakref.finalize[Any, Any]] = []

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+from torch._ops import OpOverload
 
 aten = torch.ops.aten
 
@@ -331,35 +332,35 @@ def _reduced_math_attention() -> bool:
     return bool(allowed()) if allowed is not None else False
 
 
-def _mm_call(a: Any, b: Any) -> Any:
+def _mm_call(a: torch.Tensor, b: torch.Tensor) -> Any:
     return mm(a, b)
 
 
-def _addmm_call(bias: Any, a: Any, b: Any, *, beta: float = 1, alpha: float = 1) -> Any:
+def _addmm_call(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, beta: float = 1, alpha: float = 1) -> Any:
     return mm(a, b, bias, beta, alpha)
 
 
-def _baddbmm_call(bias: Any, a: Any, b: Any, *, beta: float = 1, alpha: float = 1) -> Any:
+def _baddbmm_call(bias: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, beta: float = 1, alpha: float = 1) -> Any:
     return bmm(a, b, bias, beta, alpha)
 
 
-def _softmax_int(x: Any, dim: int, dtype: Any = None) -> Any:
+def _softmax_int(x: torch.Tensor, dim: int, dtype: torch.dtype | None = None) -> Any:
     return softmax(x, dim, dtype=dtype)
 
 
-def _safe_softmax_call(x: Any, dim: int, dtype: Any = None) -> Any:
+def _safe_softmax_call(x: torch.Tensor, dim: int, dtype: torch.dtype | None = None) -> Any:
     return softmax(x, dim, dtype=dtype, safe=True)
 
 
-def _log_softmax_int(x: Any, dim: int, dtype: Any = None) -> Any:
+def _log_softmax_int(x: torch.Tensor, dim: int, dtype: torch.dtype | None = None) -> Any:
     return softmax(x, dim, log=True, dtype=dtype)
 
 
-def _softmax_raw(x: Any, dim: int, half_to_float: bool) -> Any:
+def _softmax_raw(x: torch.Tensor, dim: int, half_to_float: bool) -> Any:
     return softmax(x, dim, dtype=torch.float32 if half_to_float else None)
 
 
-def _log_softmax_raw(x: Any, dim: int, half_to_float: bool) -> Any:
+def _log_softmax_raw(x: torch.Tensor, dim: int, half_to_float: bool) -> Any:
     return softmax(x, dim, log=True, dtype=torch.float32 if half_to_float else None)
 
 
@@ -394,7 +395,7 @@ CALLS: dict[Any, Any] = overloads(
 )
 
 
-def call(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def call(func: OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``func(*args, **kwargs)`` through the fixed-order kernels, or ``NotImplemented`` where
     they do not cover it (the caller's fallback runs then)."""
     impl = CALLS.get(func)

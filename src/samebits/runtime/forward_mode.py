@@ -17,12 +17,13 @@ from samebits.determinism.fill import asks_for_uninitialized, filling
 from samebits.measure.model_state import evaluating
 from samebits.runtime import fixed_order
 from samebits.runtime.batch_invariant import BatchInvariant
+from samebits.models.inputs import Model
 
 
 class ForwardMode:
     """The switches of one model's forwards (``tiles``: the tile size of ``batch_invariant=``)."""
 
-    def __init__(self, model: Any, tiles: int | None, device: str) -> None:
+    def __init__(self, model: Model, tiles: int | None, device: str) -> None:
         self.modules = list(model.modules()) if isinstance(model, nn.Module) else []
         self.tiles, self.device = tiles, device
         self.fill = True  # until measured: every forward's uninitialized memory filled

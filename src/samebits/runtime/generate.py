@@ -23,6 +23,7 @@ import torch
 from samebits.errors import UserError
 from samebits.measure.generate import attention, eos_ids, pad_id, padded, run_generate
 from samebits.runtime.invariance import Invariance
+from samebits.models.inputs import Model
 
 
 @dataclasses.dataclass
@@ -38,7 +39,7 @@ class NotInvariant(UserError):
     """A prompt's generation differed alone and inside a tile: this tile is not batch-invariant here."""
 
 
-def prompt_list(prompts: Any) -> list[torch.Tensor]:
+def prompt_list(prompts: object) -> list[torch.Tensor]:
     """1-D token-id tensors from a list of them (or of lists of ints), or from a batch
     ``{"input_ids", "attention_mask"}`` whose padding the mask marks."""
     if isinstance(prompts, dict):
@@ -62,7 +63,7 @@ def prompt_list(prompts: Any) -> list[torch.Tensor]:
 DEFAULT_BUCKET = 32  # Predictor.generate's (and the served /generate's) bucket of prompt widths
 
 
-def check_fits(model: Any, length: int, bucket: int, n: int) -> None:
+def check_fits(model: Model | None, length: int, bucket: int, n: int) -> None:
     """A one-line error where a prompt padded to its bucket plus ``n`` new tokens is longer than
     the model's positions (its config's ``max_position_embeddings`` or ``n_positions``)."""
     config = getattr(model, "config", None)
@@ -83,7 +84,7 @@ def width_of(length: int, bucket: int) -> int:
 class Generates(Protocol):
     """What generation reads of a Predictor: its model, verified sizes, lock and generators."""
 
-    model: Any
+    model: Model
     invariance: Invariance
     max_batch_size: int
     generators: dict[tuple[int, int, str | None], TileGenerator]
@@ -92,7 +93,7 @@ class Generates(Protocol):
 
 def generate_on(
     runner: Generates,
-    prompts: Any,
+    prompts: object,
     max_new_tokens: int,
     tile: int | None,
     bucket: int,
@@ -117,7 +118,7 @@ def generate_on(
 class TileGenerator:
     """Greedy generation of prompts in tiles of ``tile`` rows and bucketed widths."""
 
-    def __init__(self, model: Any, tile: int, bucket: int, lock: Any, attention: str | None = "eager") -> None:
+    def __init__(self, model: Model, tile: int, bucket: int, lock: Any, attention: str | None = "eager") -> None:
         if not callable(getattr(model, "generate", None)):
             raise UserError("generate needs a model with a transformers-style generate()")
         config = getattr(model, "config", None)

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+if TYPE_CHECKING:
+    from samebits.models.inputs import ModelInputs
 
 Scheme = Literal["tile", "class", "off", "whole"]  # whole: rows coupled by design, each batch run as given
 
@@ -134,7 +137,7 @@ class Runner(Protocol):
     @property
     def fingerprint(self) -> dict[str, Any]: ...
 
-    def predict(self, batch: Any) -> Any: ...
+    def predict(self, batch: ModelInputs) -> Any: ...
 
     def close(self) -> None: ...
 

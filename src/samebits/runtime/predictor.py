@@ -34,6 +34,7 @@ from samebits.runtime.calibration import largest_batch, measure_invariance, vali
 from samebits.runtime.artifacts import Runners
 from samebits.runtime.plan import MemoryPlan, Plan
 from samebits.runtime.runner import BaseRunner
+from samebits.models.target import ModelOrSpec
 
 if TYPE_CHECKING:
     from samebits.runtime.generate import Generation, TileGenerator
@@ -62,7 +63,7 @@ class Predictor(BaseRunner):
 
     def __init__(
         self,
-        model_or_spec: Any,
+        model_or_spec: ModelOrSpec,
         *,
         device: str = "cpu",
         dtype: str | None = None,
@@ -247,7 +248,7 @@ class Predictor(BaseRunner):
 
     def generate(
         self,
-        prompts: Any,
+        prompts: object,
         max_new_tokens: int = 20,
         *,
         tile: int | None = None,

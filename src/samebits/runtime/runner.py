@@ -54,13 +54,13 @@ class BaseRunner:
         """Raise :class:`UserError` where the runner can no longer run (nothing by default)."""
 
     # -- the pipeline --------------------------------------------------------------------------
-    def predict(self, batch: Any) -> Any:
+    def predict(self, batch: object) -> Any:
         """Outputs for a batch (inputs as the model takes them, batch dim 0), on the CPU."""
         prepared = self._prepare(batch)
         self._ready_for(prepared)
         return self._run(prepared)
 
-    def predict_one(self, sample: Any) -> Any:
+    def predict_one(self, sample: object) -> Any:
         """The output for one sample (no batch dimension), without a batch dimension."""
         prepared = self._prepare(sample)
         self._ready_for(one_row(prepared))
@@ -126,11 +126,11 @@ class BaseRunner:
                 start += rows
         return self._to_cpu(join_outputs(outputs, [rows for rows, _ in plan]))
 
-    def _to_cpu(self, output: Any) -> Any:
+    def _to_cpu(self, output: object) -> Any:
         # a model on the CPU gives CPU tensors: the walk over its output is skipped there
         return output if self.device == "cpu" else tree.move(output, "cpu")
 
-    def _prepare(self, inputs: Any) -> ModelInputs:
+    def _prepare(self, inputs: object) -> ModelInputs:
         given = ModelInputs.from_example(inputs)
         if (
             self.device == "cpu"

@@ -9,16 +9,22 @@ from typing import Any
 
 import torch
 
+from samebits.errors import UserError
 from samebits.measure.batching import concat_batches, random_neighbour, take_sample
 from samebits.measure.job import Job, Reply
-from samebits.models.inputs import ModelInputs
+from samebits.models.inputs import Model, ModelInputs
 
 
-def wrap(model: Any, inputs: ModelInputs, job: Job) -> Any:
+def wrap(model: Model, inputs: ModelInputs, job: Job) -> Any:
     """The model in a runtime (``job.runtime``) or with its forwards tiled (``job.batch_invariant``)."""
     if not job.runtime:
         if job.batch_invariant:  # for the child's life: it ends with its job
             from samebits.runtime.batch_invariant import batch_invariant_forwards
+
+            if not isinstance(model, torch.nn.Module):
+                raise UserError(
+                    f"--batch-invariant tiles an nn.Module's forwards; this model is a {type(model).__name__}"
+                )
 
             batch_invariant_forwards(model, job.batch_invariant).__enter__()
         return model
@@ -34,14 +40,14 @@ def wrap(model: Any, inputs: ModelInputs, job: Job) -> Any:
     )
 
 
-def peak(model: Any, inputs: ModelInputs, job: Job) -> Reply:
+def peak(model: Model, inputs: ModelInputs, job: Job) -> Reply:
     """Build one configuration (``job.params``: config, backend, invariant, batch, cache_dir,
     max_batch_size) and measure the peak memory of running it once."""
     return Reply({"peak_mb": peak_mb(model, inputs, device=job.device, **job.params)})
 
 
 def peak_mb(
-    model: Any,
+    model: Model,
     inputs: ModelInputs,
     config: str,
     backend: str | None,

@@ -6,13 +6,12 @@ whatever the load."""
 
 from __future__ import annotations
 
-from typing import Any
 
 import torch
 
 from samebits.errors import UserError
 from samebits.files import BadJson, parse_json
-from samebits.models.inputs import ModelInputs
+from samebits.models.inputs import Model, ModelInputs
 from samebits.runtime.generate import DEFAULT_BUCKET, check_fits
 from samebits.runtime.predictor import Predictor
 from samebits.serve.batcher import Batcher
@@ -26,7 +25,7 @@ class BadGenerate(ValueError):
     """A generate request that cannot be answered (status 400)."""
 
 
-def supports_generate(model: Any) -> bool:
+def supports_generate(model: Model) -> bool:
     """Whether a model can serve generation (a transformers-style ``generate``)."""
     return callable(getattr(model, "generate", None))
 
@@ -40,7 +39,7 @@ def generate_batcher(predictor: Predictor, options: ServeOptions) -> Batcher:
     return Batcher.for_options(run, options, key=lambda inputs: inputs.kwargs["max_new_tokens"])
 
 
-def parse_generate(body: bytes, vocab: int | None, model: Any = None) -> tuple[ModelInputs, str | None]:
+def parse_generate(body: bytes, vocab: int | None, model: Model | None = None) -> tuple[ModelInputs, str | None]:
     """(the batcher's inputs for one prompt, the request id); :class:`BadGenerate` otherwise."""
     try:
         request = parse_json(body)
@@ -72,7 +71,7 @@ def parse_generate(body: bytes, vocab: int | None, model: Any = None) -> tuple[M
     return ModelInputs(([torch.tensor(ids, dtype=torch.long)],), {"max_new_tokens": n}), request_id
 
 
-def vocab_size(model: Any) -> int | None:
+def vocab_size(model: Model) -> int | None:
     """The model's vocabulary size, where its config says it (ids outside it are refused)."""
     size = getattr(getattr(model, "config", None), "vocab_size", None)
     return size if isinstance(size, int) else None

@@ -19,6 +19,7 @@ from samebits.errors import UserError
 from samebits.models.inputs import ModelInputs
 from samebits.runtime.plan import Runner
 from samebits.serve.options import ServeOptions
+from samebits.models.target import ModelOrSpec
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -46,7 +47,7 @@ class Served:
     key: Callable[[ModelInputs], Hashable] | None = None
 
 
-def served(model_or_spec: Any, inputs: Any, options: ServeOptions, cache_dir: str | None = None) -> Served:
+def served(model_or_spec: ModelOrSpec, inputs: object, options: ServeOptions, cache_dir: str | None = None) -> Served:
     """What ``samebits serve``, its isolated worker and each Ray replica run. A model that cannot
     be served closes its Predictor and raises."""
     from samebits.models.target import as_loaded, inputs_for
@@ -132,7 +133,7 @@ def _variable(spec: TensorSpec, dims: list[int]) -> TensorSpec:
 
 
 def build(
-    model_or_spec: Any, inputs: Any = None, options: ServeOptions = ServeOptions()
+    model_or_spec: ModelOrSpec, inputs: object = None, options: ServeOptions = ServeOptions()
 ) -> tuple[FastAPI, Runner, Signature]:
     """(app, runner, signature) for a model: the Predictor is created and calibrated here (with
     ``options.isolate``, in a child process that a hung forward gets replaced)."""
@@ -146,8 +147,11 @@ def build(
 
         if options.pad:
             raise UserError("--isolate does not take --pad yet; serve variable-length inputs without --isolate")
-        loaded = isinstance(model_or_spec, LoadedModel) and not model_or_spec.in_memory
-        spec = model_or_spec if isinstance(model_or_spec, str) else model_or_spec.spec if loaded else ""
+        spec = ""
+        if isinstance(model_or_spec, str):
+            spec = model_or_spec
+        elif isinstance(model_or_spec, LoadedModel) and not model_or_spec.in_memory:
+            spec = model_or_spec.spec
         if inputs is not None or not spec or spec.startswith("<"):
             raise UserError(
                 "--isolate loads MODEL in a fresh process with its own example inputs: pass a MODEL spec, "

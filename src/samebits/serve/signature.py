@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from samebits.errors import UserError
-from samebits.models.inputs import ModelInputs, forward_parameters
+from samebits.models.inputs import Model, ModelInputs, forward_parameters
 from samebits.serve.protocol import ProtocolError, datatype_of
 from samebits.tensors.tree import flatten
 
@@ -51,7 +51,7 @@ class Signature:
         kwargs = {s.name: tensors[s.name] for s in self.inputs[self.positional :]}
         return ModelInputs(args, kwargs)
 
-    def named_outputs(self, output: Any) -> dict[str, torch.Tensor]:
+    def named_outputs(self, output: object) -> dict[str, torch.Tensor]:
         leaves = flatten(output)
         return {name: leaves[path] for name, path in self.paths.items()}
 
@@ -65,13 +65,13 @@ def output_name(path: str, index: int) -> str:
     return name
 
 
-def argument_names(model: Any, n: int) -> list[str]:
+def argument_names(model: Model, n: int) -> list[str]:
     """The names of the first ``n`` positional inputs of ``model``'s forward (``input_N`` past them)."""
     params = [name for name, _ in forward_parameters(model)]
     return [params[i] if i < len(params) else f"input_{i}" for i in range(n)]
 
 
-def signature_of(model: Any, example: ModelInputs, output: Any) -> Signature:
+def signature_of(model: Model, example: ModelInputs, output: object) -> Signature:
     """The signature of ``model`` from one example batch and its output; a model whose inputs or
     outputs are not tensors with a batch dim 0 cannot be served (one-line :class:`UserError`)."""
     names = argument_names(model, len(example.args)) + list(example.kwargs)
@@ -100,7 +100,7 @@ def signature_of(model: Any, example: ModelInputs, output: Any) -> Signature:
     return Signature(inputs, len(example.args), outputs, paths, ids=indexed_inputs(model, example, names))
 
 
-def indexed_inputs(model: Any, example: ModelInputs, names: list[str]) -> dict[str, int]:
+def indexed_inputs(model: Model, example: ModelInputs, names: list[str]) -> dict[str, int]:
     """The integer inputs that ``nn.Embedding`` tables read directly, each with its table's size
     (the smallest, where several read one input): found by one watched forward on the example."""
     if not isinstance(model, nn.Module):

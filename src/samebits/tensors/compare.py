@@ -167,7 +167,7 @@ class TreeComparison:
         return {"verdict": self.verdict, "items": [c.to_dict() for c in self.items]}
 
 
-def compare(a: Any, b: Any, *, atol: float | None = None, rtol: float | None = None) -> TreeComparison:
+def compare(a: object, b: object, *, atol: float | None = None, rtol: float | None = None) -> TreeComparison:
     """Compare two model outputs (any nesting :func:`flatten` accepts), path by path.
 
     ``atol`` and ``rtol`` are given both or neither; neither means bits must match.
@@ -201,7 +201,7 @@ def compare_trees(
     return TreeComparison(items)
 
 
-def compare_leaves(a: Any, b: Any, *, atol: float = 0.0, rtol: float = 0.0, path: str = "") -> Comparison:
+def compare_leaves(a: object, b: object, *, atol: float = 0.0, rtol: float = 0.0, path: str = "") -> Comparison:
     """Compare two leaves: tensors by bits and tolerance, numbers as tensors, others by equality."""
     if _is_number(a) and _is_number(b):
         a, b = torch.tensor(a), torch.tensor(b)
@@ -212,7 +212,7 @@ def compare_leaves(a: Any, b: Any, *, atol: float = 0.0, rtol: float = 0.0, path
     return Comparison(path, "diverged", reason=f"Values differ: {a!r} != {b!r}")
 
 
-def _is_number(x: Any) -> bool:
+def _is_number(x: object) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 

@@ -112,12 +112,12 @@ def leaf_digest(leaf: Any, algorithm: Algorithm = FILE_DIGEST) -> str:
     return h.hexdigest()
 
 
-def digest_tree(obj: Any, algorithm: Algorithm = FILE_DIGEST) -> dict[str, str]:
+def digest_tree(obj: object, algorithm: Algorithm = FILE_DIGEST) -> dict[str, str]:
     """``{path: digest}`` for every leaf of a (nested) model output."""
     return {path: leaf_digest(leaf, algorithm) for path, leaf in flatten(obj).items()}
 
 
-def weights_digests(model: Any, algorithm: Algorithm = FILE_DIGEST) -> dict[str, str]:
+def weights_digests(model: object, algorithm: Algorithm = FILE_DIGEST) -> dict[str, str]:
     """``{name: digest}`` for every parameter and buffer of an ``nn.Module`` (empty otherwise)."""
     if not isinstance(model, torch.nn.Module):
         return {}
@@ -125,7 +125,7 @@ def weights_digests(model: Any, algorithm: Algorithm = FILE_DIGEST) -> dict[str,
     return {name: digest(t.detach(), algorithm) for name, t in named}
 
 
-def weights_changed(recorded: dict[str, str], model: Any, algorithm: Algorithm = FILE_DIGEST) -> list[str]:
+def weights_changed(recorded: dict[str, str], model: object, algorithm: Algorithm = FILE_DIGEST) -> list[str]:
     """The parameters and buffers whose bits differ from ``recorded`` (or that one side lacks),
     in the model's order."""
     now = weights_digests(model, algorithm)

@@ -94,7 +94,7 @@ def register_node(
     node = Node(cls.__qualname__, children, rebuild, row_dims, keeps_batch)
     _USER_RULES[:] = [(m, n) for m, n in _USER_RULES if n.name != node.name]
 
-    def matches(obj: Any, cls: type = cls) -> bool:
+    def matches(obj: object, cls: type = cls) -> bool:
         return isinstance(obj, cls)
 
     _USER_RULES.insert(0, (matches, node))
@@ -109,11 +109,11 @@ def _key_order(key: Any) -> tuple[str, str]:
     return (type(key).__name__, str(key))
 
 
-def _has_base(obj: Any, module_prefix: str, name: str) -> bool:
+def _has_base(obj: object, module_prefix: str, name: str) -> bool:
     return any(c.__name__ == name and c.__module__.startswith(module_prefix) for c in type(obj).__mro__)
 
 
-def is_namedtuple(obj: Any) -> bool:
+def is_namedtuple(obj: object) -> bool:
     """A NamedTuple instance (a tuple with ``_fields``)."""
     return isinstance(obj, tuple) and hasattr(type(obj), "_fields")
 
@@ -129,7 +129,7 @@ def _dict_rebuild(obj: dict[Any, Any], kids: list[Any]) -> dict[Any, Any]:
         return dict(items)
 
 
-def _with_attrs(obj: Any, names: list[str], kids: list[Any]) -> Any:
+def _with_attrs(obj: object, names: list[str], kids: list[Any]) -> Any:
     new = copy.copy(obj)
     for name, kid in zip(names, kids):
         object.__setattr__(new, name, kid)
@@ -159,7 +159,7 @@ _LAYER_ROW_DIMS = {
 }
 
 
-def _holds_tensors(value: Any) -> bool:
+def _holds_tensors(value: object) -> bool:
     """A tensor, or a dict, list or tuple with a tensor among its values (Mamba's layers keep
     ``conv_states = {0: tensor}``)."""
     if isinstance(value, torch.Tensor):
@@ -271,7 +271,7 @@ def _builtin_rules() -> list[tuple[Callable[[Any], bool], Node]]:
 _RULES.extend(_builtin_rules())
 
 
-def _pytree_node(obj: Any) -> Node | None:
+def _pytree_node(obj: object) -> Node | None:
     try:
         from torch.utils import _pytree as pytree
     except ImportError:  # private API: feature-detected
@@ -294,16 +294,16 @@ def _pytree_node(obj: Any) -> Node | None:
     return Node(f"pytree:{type(obj).__qualname__}", children, rebuild)
 
 
-def is_leaf(obj: Any) -> bool:
+def is_leaf(obj: object) -> bool:
     """Tensors, NumPy arrays, ``None``, numbers, strings and bytes."""
     return isinstance(obj, (torch.Tensor, *SCALARS)) or _is_numpy(obj)
 
 
-def _is_numpy(obj: Any) -> bool:
+def _is_numpy(obj: object) -> bool:
     return type(obj).__module__ == "numpy" and type(obj).__name__ == "ndarray"
 
 
-def node_of(obj: Any, path: str = "") -> Node:
+def node_of(obj: object, path: str = "") -> Node:
     """The rule that walks ``obj`` (not a leaf); :class:`UnknownNode` when there is none."""
     for match, rule in (*_USER_RULES, *_RULES):
         if match(obj):
@@ -319,13 +319,13 @@ def node_of(obj: Any, path: str = "") -> Node:
 
 
 # -- paths and maps ----------------------------------------------------------------------------
-def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
+def flatten(obj: object, prefix: str = "") -> dict[str, Any]:
     """``{path: leaf}`` in walk order: ``[i]`` for sequence items, ``.name`` for fields and
     identifier keys, ``['key']`` for other keys (dict keys sorted). A bare leaf gets the path
     ``prefix`` (``""``). NumPy arrays become tensors."""
     out: dict[str, Any] = {}
 
-    def walk(o: Any, path: str) -> None:
+    def walk(o: object, path: str) -> None:
         if is_leaf(o):
             out[path] = torch.from_numpy(o) if _is_numpy(o) else o
             return
@@ -336,15 +336,15 @@ def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def tensors(obj: Any) -> list[torch.Tensor]:
+def tensors(obj: object) -> list[torch.Tensor]:
     """Every tensor leaf of ``obj``, in walk order."""
     return [leaf for leaf in flatten(obj).values() if isinstance(leaf, torch.Tensor)]
 
 
-def map_tensors(fn: Callable[[torch.Tensor], Any], obj: Any) -> Any:
+def map_tensors(fn: Callable[[torch.Tensor], Any], obj: object) -> Any:
     """``obj`` rebuilt with ``fn`` applied to each tensor leaf (other leaves kept; types kept)."""
 
-    def walk(o: Any, path: str) -> Any:
+    def walk(o: object, path: str) -> Any:
         if isinstance(o, torch.Tensor):
             return fn(o)
         if is_leaf(o):
@@ -355,7 +355,7 @@ def map_tensors(fn: Callable[[torch.Tensor], Any], obj: Any) -> Any:
     return walk(obj, "")
 
 
-def move(obj: Any, device: str | torch.device, dtype: torch.dtype | None = None) -> Any:
+def move(obj: object, device: str | torch.device, dtype: torch.dtype | None = None) -> Any:
     """Every tensor moved to ``device`` (floating ones cast to ``dtype`` where given)."""
 
     def one(t: torch.Tensor) -> torch.Tensor:
@@ -512,12 +512,12 @@ class _Join(_RowOps):
         return head
 
 
-def batch_size(obj: Any, dim: int = 0) -> int | None:
+def batch_size(obj: object, dim: int = 0) -> int | None:
     """The batch size of ``obj`` read from its first row-holder in walk order: the size along
     ``dim`` of the first tensor with that dim, or the length of the first list whose items are
     not themselves lists. ``None`` where there is neither."""
 
-    def walk(o: Any, path: str) -> int | None:
+    def walk(o: object, path: str) -> int | None:
         if isinstance(o, torch.Tensor):
             return int(o.shape[dim]) if o.dim() > dim else None
         if is_leaf(o):
@@ -533,7 +533,7 @@ def batch_size(obj: Any, dim: int = 0) -> int | None:
     return walk(obj, "")
 
 
-def take(obj: Any, start: int, stop: int, n: int, *, dim: int = 0, strict: bool = False) -> Any:
+def take(obj: object, start: int, stop: int, n: int, *, dim: int = 0, strict: bool = False) -> Any:
     """Rows ``start:stop`` of ``obj`` (a batch of ``n``), still batched; types kept. With
     ``strict``, a tensor without the batch dim is a :class:`RowError` (outputs); without, it is
     shared by every row and kept (inputs)."""
@@ -542,7 +542,7 @@ def take(obj: Any, start: int, stop: int, n: int, *, dim: int = 0, strict: bool 
     return _row_walk([obj], [n], _Take(start, stop), dim=dim, strict=strict)
 
 
-def row(obj: Any, index: int, n: int, *, dim: int = 0, strict: bool = False) -> Any:
+def row(obj: object, index: int, n: int, *, dim: int = 0, strict: bool = False) -> Any:
     """Row ``index`` of ``obj`` (a batch of ``n``) without its batch dim: a tensor row, a
     list's entry; caches keep a batch of 1."""
     return _row_walk([obj], [n], _Row(index), dim=dim, strict=strict)
@@ -558,7 +558,7 @@ def join(parts: Sequence[Any], sizes: Sequence[int], *, dim: int = 0, strict: bo
 
 
 def map_rows(
-    obj: Any,
+    obj: object,
     n: int,
     tensor_fn: Callable[[torch.Tensor, int, str], torch.Tensor],
     entry_fn: Callable[[Any], Any],
@@ -600,11 +600,11 @@ def stack(samples: Sequence[Any], template: Any, n: int, *, dim: int = 0) -> Any
     return _row_walk([template], [n], _Stack(), dim=dim, strict=False)
 
 
-def _paths_of(sample: Any) -> dict[str, Any]:
+def _paths_of(sample: object) -> dict[str, Any]:
     """Every node and leaf of ``sample`` by path (the root is ``""``)."""
     out: dict[str, Any] = {}
 
-    def walk(o: Any, path: str) -> None:
+    def walk(o: object, path: str) -> None:
         out[path] = o
         if is_leaf(o):
             return
@@ -616,7 +616,7 @@ def _paths_of(sample: Any) -> dict[str, Any]:
 
 
 # -- skeletons (goldens) -----------------------------------------------------------------------
-def skeleton(obj: Any, store: Callable[[torch.Tensor, str], str], name: str = "") -> Any:
+def skeleton(obj: object, store: Callable[[torch.Tensor, str], str], name: str = "") -> Any:
     """A JSON tree of ``obj``: each tensor passed to ``store(tensor, path)``, which returns the
     name it is stored under (``{"$tensor": name}``); tuples are ``{"$tuple": [...]}``, dicts with
     string keys ``{"$dict": {...}}``, other nodes ``{"$node": rule, "type": "module.Class",
@@ -666,7 +666,7 @@ def unskeleton(tree: Any, tensors: dict[str, torch.Tensor]) -> Any:
     raise TreeError(f"unknown node in a stored structure: {sorted(tree)[:4]}")
 
 
-def _list_of(value: Any) -> list[Any]:
+def _list_of(value: object) -> list[Any]:
     if not isinstance(value, list):
         raise TreeError(f"a stored sequence is a {type(value).__name__}, not a list")
     return value

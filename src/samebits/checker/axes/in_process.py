@@ -17,6 +17,7 @@ from samebits.checker.report import AxisResult, Difference, ModuleRef, RngUse, S
 from samebits.determinism.rng import seed_rngs
 from samebits.measure.trace import first_divergence
 from samebits.tensors.digest import digest
+from samebits.models.inputs import Model
 
 
 def verdict_of(
@@ -79,7 +80,7 @@ def rng_digests() -> dict[str, str]:
     }
 
 
-def rng_consumers(model: Any, run: Any) -> tuple[list[str], list[tuple[str, str, list[str]]]]:
+def rng_consumers(model: Model, run: Any) -> tuple[list[str], list[tuple[str, str, list[str]]]]:
     """Run ``run()`` and find who draws from which RNG: (RNGs whose state changed, and
     ``(module, type, rngs)`` for modules whose own code drew, not only their children)."""
     found: list[tuple[str, str, list[str]]] = []
@@ -91,7 +92,7 @@ def rng_consumers(model: Any, run: Any) -> tuple[list[str], list[tuple[str, str,
             stack.append([rng_digests(), set()])
 
         def post(name: str):
-            def hook(module: nn.Module, args: Any, output: Any) -> None:
+            def hook(module: nn.Module, args: Any, output: object) -> None:
                 before, by_children = stack.pop()
                 after = rng_digests()
                 changed = {k for k in after if after[k] != before[k]}
@@ -160,7 +161,7 @@ def seed_axis(ctx: CheckContext) -> AxisResult:
     return result
 
 
-def state_digests(model: Any) -> dict[str, str]:
+def state_digests(model: Model) -> dict[str, str]:
     if not isinstance(model, nn.Module):
         return {}
     tensors: dict[str, torch.Tensor] = dict(model.named_parameters())

@@ -6,11 +6,10 @@ loaded everywhere."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from samebits import deadline
 from samebits.errors import UserError
-from samebits.models.inputs import ModelInputs
+from samebits.models.inputs import Model, ModelInputs
 from samebits.runtime.backends.base import Backend, BackendUnavailable, Built, BuildJob, ExportFailed
 from samebits.runtime.backends.capture import Captured, quiet
 from samebits.runtime.backends.native import Compile, Eager, Export, TorchScript
@@ -55,7 +54,7 @@ def backend_versions(name: str) -> dict[str, str]:
 
 def build(
     name: str,
-    model: Any,
+    model: Model,
     example: ModelInputs,
     folder: Path,
     key: str,

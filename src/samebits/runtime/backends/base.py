@@ -8,10 +8,13 @@ import dataclasses
 import importlib.metadata
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from samebits.errors import UserError, first_line
-from samebits.models.inputs import ModelInputs
+from samebits.models.inputs import Model, ModelInputs
+
+if TYPE_CHECKING:
+    import torch
 
 
 class BackendUnavailable(UserError):
@@ -36,7 +39,7 @@ class BuildJob:
     named ``<backend>-<key>.*``; ``threads`` and ``spinning`` for backends with their own thread
     pool; ``dynamic_batch``: one artifact for every batch size, where the backend can."""
 
-    model: Any
+    model: Model
     example: ModelInputs
     folder: Path
     key: str
@@ -44,6 +47,17 @@ class BuildJob:
     spinning: bool = True
     dynamic_batch: bool = False
     device: str = "cpu"  # where the model and the example already are (the Predictor put them there)
+
+    def module(self, backend: str) -> torch.nn.Module:
+        """The model as the ``nn.Module`` an exporter needs; the backend is unavailable for another
+        callable."""
+        import torch
+
+        if not isinstance(self.model, torch.nn.Module):
+            raise BackendUnavailable(
+                f"the {backend} backend exports an nn.Module; this model is a {type(self.model).__name__}"
+            )
+        return self.model
 
 
 class Backend:

@@ -43,7 +43,9 @@ class Export(Backend):
         path, example = job.folder / f"export-{job.key}.pt2", job.example
         built = build_once(
             path,
-            lambda tmp: torch.export.save(torch.export.export(job.model, example.args, example.kwargs), str(tmp)),
+            lambda tmp: torch.export.save(
+                torch.export.export(job.module(self.name), example.args, example.kwargs), str(tmp)
+            ),
             code=True,  # a program is loaded and run: only from a folder no one else can write
         )
         return Built(load_exported(path).module(), path, built)

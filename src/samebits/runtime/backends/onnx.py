@@ -10,12 +10,12 @@ from typing import Any, ClassVar
 
 import torch
 
-from samebits.models.inputs import ModelInputs
+from samebits.models.inputs import Model, ModelInputs
 from samebits.runtime.backends.base import Backend, BackendUnavailable, Built, BuildJob, ExportFailed, export_reason
 from samebits.tensors import tree
 
 
-def named_inputs(model: Any, example: ModelInputs) -> dict[str, Any]:
+def named_inputs(model: Model, example: ModelInputs) -> dict[str, Any]:
     """The example's arguments by the names of ``model.forward``'s parameters (positional ones
     named too), as torch.export's ``dynamic_shapes`` takes them."""
     try:
@@ -27,7 +27,7 @@ def named_inputs(model: Any, example: ModelInputs) -> dict[str, Any]:
     return dict(bound.arguments)
 
 
-def _batch_dims(model: Any, example: ModelInputs) -> Any:
+def _batch_dims(model: Model, example: ModelInputs) -> Any:
     """``dynamic_shapes`` with dim 0 of every tensor input named "batch" (in signature order)."""
     batch = torch.export.Dim("batch", min=1, max=4096)
     named = named_inputs(model, example)
@@ -42,7 +42,7 @@ class StructuredOnnx:
     pytree order; the structure is rebuilt by samebits' output tree (``tensors.tree``), each of
     its tensors taken from the session's output at that tensor's place in the exporter's order."""
 
-    def __init__(self, session: Any, model: Any, example: ModelInputs) -> None:
+    def __init__(self, session: Any, model: Model, example: ModelInputs) -> None:
         from torch.utils import _pytree as pytree
 
         self.session, self.model = session, model
@@ -134,7 +134,7 @@ class OnnxRuntime(Backend):
         where ``job.dynamic_batch``), and whether it was exported here."""
         from samebits.runtime.cache import build_once
 
-        model, example = job.model, job.example
+        model, example = job.module(self.name), job.example
         exported = job.folder / f"onnx-{job.key}.onnx"
 
         def export(tmp: Path) -> None:
