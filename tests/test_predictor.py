@@ -361,6 +361,7 @@ def test_a_model_whose_rows_are_coupled_runs_each_batch_whole_and_keeps_its_outp
     model, (images, texts) = _contrastive()
     with samebits.Predictor(model, example_inputs=(images, texts), cache_dir=cache) as p:
         assert p.plan.scheme == "whole" and "logits_per_image" in p.plan.notes[0] and p.plan.sizes == ()
+        assert p.plan.coupled and p.plan.weights_sha256 == p.weights_sha256
         for n in (1, 3, 4, 7):
             x, t = torch.randn(n, 16), torch.randn(n, 12)
             got, want = p.predict((x, t)), model(x, t)
@@ -514,3 +515,14 @@ def test_an_exporting_backend_refuses_a_model_that_is_no_module_before_exporting
     assert not isinstance(raised.value, ExportFailed)  # refused as a fact of the model, not a failed export
     built = tmp_path.rglob(f"*{'onnx' if backend == 'onnxruntime' else 'export'}-*")
     assert [p.name for p in built if not p.name.endswith(".lock")] == []  # nothing built
+
+
+def test_a_plan_carries_what_it_was_measured_on_across_a_process_boundary(cache):
+    from samebits.runtime.plan import Plan
+
+    with samebits.Predictor("demo:mlp", cache_dir=cache, tile=4) as p:
+        plan = p.plan
+        assert not plan.coupled and plan.calibration_key == p.calibration_key and plan.calibration_key
+        assert plan.weights_sha256 == p.weights_sha256 and len(plan.weights_sha256) == 64
+        assert Plan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan
+        assert "weights_sha256" not in plan.describe()  # a manifest's plan keeps its fields

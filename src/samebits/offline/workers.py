@@ -158,7 +158,7 @@ class ShardWorker:
         self.identity = {
             "plan": self.predictor.plan.describe(),
             "fingerprint_sha256": bit_relevant_digest(self.predictor.fingerprint),
-            "weights_sha256": self.predictor.weights_sha256,
+            "weights_sha256": self.predictor.plan.weights_sha256,
         }
         checked = [k for k in self.identity if check_fingerprint or k != "fingerprint_sha256"]
         differs = [k for k in checked if self.identity[k] != job["expect"][k]]

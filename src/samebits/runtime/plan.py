@@ -80,7 +80,9 @@ class MemoryPlan:
 @dataclasses.dataclass(frozen=True)
 class Plan:
     """What a runner runs: its backend, the batch sizes it verified (the only ones it runs), the
-    backends its forwards go through, and what the plan costs (``notes``, measured)."""
+    backends its forwards go through, what the plan costs (``notes``, measured), and what it was
+    measured on: the weights' digest and the calibration's cache key (``None`` for a runner that
+    measured nothing of its own)."""
 
     backend: str  # as asked: "eager", "onnxruntime", ..., or "auto"
     scheme: Scheme  # "tile": one verified size; "class": several that agree; "off": not invariant
@@ -90,6 +92,13 @@ class Plan:
     backend_by_size: Mapping[int, str] = dataclasses.field(default_factory=dict)  # "auto"
     sizes_by_length: Mapping[int, tuple[int, ...]] = dataclasses.field(default_factory=dict)  # serve --pad
     notes: tuple[str, ...] = ()
+    weights_sha256: str | None = None
+    calibration_key: str | None = None
+
+    @property
+    def coupled(self) -> bool:
+        """Rows coupled by design: each batch runs as given, never cut or padded (``whole``)."""
+        return self.scheme == "whole"
 
     def describe(self) -> dict[str, Any]:
         """The plan as a predict manifest and the served metadata record it."""
@@ -111,6 +120,8 @@ class Plan:
             "max_batch_size": self.max_batch_size,
             "backends": list(self.backends),
             "notes": list(self.notes),
+            "weights_sha256": self.weights_sha256,
+            "calibration_key": self.calibration_key,
         }
 
     @classmethod
@@ -124,6 +135,8 @@ class Plan:
             backend_by_size={int(s): b for s, b in data.get("backend_by_size", {}).items()},
             sizes_by_length={int(n): tuple(s) for n, s in data.get("verified_batch_sizes_by_length", {}).items()},
             notes=tuple(data.get("notes", ())),
+            weights_sha256=data.get("weights_sha256"),
+            calibration_key=data.get("calibration_key"),
         )
 
 

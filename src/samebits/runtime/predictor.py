@@ -154,6 +154,8 @@ class Predictor(BaseRunner):
                 backends=self.auto.chosen if self.auto else (backend,),
                 backend_by_size=dict(self.auto.backend_by_size) if self.auto else {},
                 notes=tuple(self.notes),
+                weights_sha256=self.weights_sha256,
+                calibration_key=self.calibration_key,
             )
             self._ready = True
         except BaseException:
