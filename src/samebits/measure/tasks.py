@@ -79,7 +79,7 @@ def memory(model: Model, inputs: ModelInputs, job: Job) -> Reply:
     """Memory kept by outputs over many forwards (see :func:`samebits.measure.memory.memory_growth`)."""
     from samebits.measure.memory import memory_growth
 
-    return Reply(memory_growth(model, inputs, device=job.device, **job.params))
+    return Reply(memory_growth(model, inputs, **{"device": job.device, **job.params}))
 
 
 def generate(model: Model, inputs: ModelInputs, job: Job) -> Reply:
@@ -90,8 +90,8 @@ def generate(model: Model, inputs: ModelInputs, job: Job) -> Reply:
     from samebits.measure.generate import Generator, step_digests
 
     params = job.params
-    generator = Generator(model, int(params["max_new_tokens"]), params.get("seed"), params.get("side"))
-    out = [generator([torch.tensor(p, dtype=torch.long)])[0] for p in params["prompts"]]
+    generate_alone = Generator(model, int(params["max_new_tokens"]), params.get("seed"), params.get("side"))
+    out = [generate_alone([torch.tensor(p, dtype=torch.long)])[0] for p in params["prompts"]]
     return Reply({"tokens": [t.tolist() for t, _ in out], "digests": [step_digests(s) for _, s in out]})
 
 

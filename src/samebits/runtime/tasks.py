@@ -43,7 +43,7 @@ def wrap(model: Model, inputs: ModelInputs, job: Job) -> Any:
 def peak(model: Model, inputs: ModelInputs, job: Job) -> Reply:
     """Build one configuration (``job.params``: config, backend, invariant, batch, cache_dir,
     max_batch_size) and measure the peak memory of running it once."""
-    return Reply({"peak_mb": peak_mb(model, inputs, device=job.device, **job.params)})
+    return Reply({"peak_mb": peak_mb(model, inputs, **{"device": job.device, **job.params})})
 
 
 def peak_mb(
