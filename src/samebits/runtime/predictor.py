@@ -17,7 +17,7 @@ from torch import nn
 
 from samebits.errors import UserError
 from samebits.models import ModelInputs
-from samebits.models.target import as_loaded, eval_mode, inputs_for
+from samebits.models.target import ModelOrSpec, as_loaded, eval_mode, inputs_for
 from samebits.runtime.cache import default_cache_dir
 from samebits.runtime.backends import backend as registered
 from samebits.measure.batching import batch_size_of, concat_batches, random_neighbour, take_sample
@@ -34,7 +34,6 @@ from samebits.runtime.calibration import largest_batch, measure_invariance, vali
 from samebits.runtime.artifacts import Runners
 from samebits.runtime.plan import MemoryPlan, Plan
 from samebits.runtime.runner import BaseRunner
-from samebits.models.target import ModelOrSpec
 
 if TYPE_CHECKING:
     from samebits.runtime.generate import Generation, TileGenerator
@@ -240,8 +239,7 @@ class Predictor(BaseRunner):
     def running(self) -> Iterator[None]:
         """Many :meth:`predict` calls in a row from this thread (a shard of an offline run): the
         per-forward switches entered once and the lock held for the whole block (measured: entering
-        them per call was 5% of a 0.6 ms forward). Nothing changes where the Predictor is not set up
-        yet (it sets up on the first batch) or runs ``backend="auto"`` (its members switch per call)."""
+        them per call was 5% of a 0.6 ms forward)."""
         if not self._ready or self._auto is not None:
             yield  # not set up yet (it sets up on the first batch), or auto's members, which switch per call
             return
@@ -283,7 +281,7 @@ class Predictor(BaseRunner):
         mode), unless it had moved the model to another device or dtype."""
         self._custody.release()
 
-    def _usable(self) -> None:
+    def _usable(self) -> None:  # BaseRunner's hook: refused once the model was given back moved
         self._custody.usable()
 
 
