@@ -33,9 +33,8 @@ from samebits.errors import UserError, first_line
 from samebits.exit_codes import exit_code
 from samebits.measure.generate import Generator, Side, attention, step_digests
 from samebits.measure.generate import padding_side as padding_side_of
-from samebits.models.target import as_loaded, eval_mode, inputs_for
+from samebits.models.target import ModelOrSpec, as_loaded, eval_mode, inputs_for
 from samebits.models.inputs import Model, ModelInputs
-from samebits.models.target import ModelOrSpec
 
 AXES = ("repeat", "batch", "padding", "cache", "attention", "threads", "process")
 SCHEMA_VERSION = 1

@@ -21,11 +21,10 @@ from samebits.errors import UserError, first_line
 from samebits.fingerprint import Fingerprint
 from samebits.limits import batch_rows, thread_count
 from samebits.tensors.compare import check_tolerances
-from samebits.models.target import as_loaded, eval_mode, inputs_for, spec_of
+from samebits.models.target import ModelOrSpec, as_loaded, eval_mode, inputs_for, spec_of
 from samebits.measure.guard import check_forward, describe_inputs, model_state_kept, torch_env_kept
 from samebits.measure.prepare import check_device, prepare
 from samebits.measure.threads import in_process_reason
-from samebits.models.target import ModelOrSpec
 
 IN_PROCESS = {
     "repeat": repeat_axis,

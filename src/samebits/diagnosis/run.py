@@ -17,7 +17,7 @@ from samebits.diagnosis.report import DoctorFinding, DoctorReport, ProbeStatus
 from samebits.errors import UserError, first_line
 from samebits.rules import BY_CODE
 from samebits.models import LoadedModel, ModelInputs
-from samebits.models.target import as_loaded, inputs_for, spec_of
+from samebits.models.target import ModelOrSpec, as_loaded, inputs_for, spec_of
 from samebits.measure.memory import default_memory_cap_mb
 from samebits.measure.guard import (
     ForwardError,
@@ -36,7 +36,6 @@ from samebits.measure.timing import Ratio, interleaved_times
 from samebits.measure.trace import plain_forward
 from samebits.tensors.tree import RowError
 from samebits.tensors.tree import flatten
-from samebits.models.target import ModelOrSpec
 
 
 def _finding(

@@ -18,11 +18,10 @@ from samebits.fingerprint import Fingerprint
 from samebits.golden.format import SCHEMA_VERSION, inputs_skeleton, tensor_name, write_golden
 from samebits.models import LoadedModel, ModelInputs
 from samebits.measure.prepare import check_device, device_kind, prepare
-from samebits.models.target import as_loaded, inputs_for, spec_of
+from samebits.models.target import ModelOrSpec, as_loaded, inputs_for, spec_of
 from samebits.tensors.digest import FILE_DIGEST, Algorithm, digest_tree, weights_digests
 from samebits.tensors.tree import flatten
 from samebits.models.inputs import Model
-from samebits.models.target import ModelOrSpec
 
 _FILE_SUFFIXES = (".py", ".pt", ".pth", ".ts", ".jit", ".pt2", ".onnx")
 

@@ -15,7 +15,7 @@ from samebits.golden.policy import choose_policy
 from samebits.models.spec import is_data_only_spec
 from samebits.golden.recorder import run_profiled, spec_resolved_from, through_runtime
 from samebits.models import LoadedModel, load_model
-from samebits.models.target import as_loaded
+from samebits.models.target import ModelOrSpec, as_loaded
 from samebits.measure.guard import ForwardError
 from samebits.measure.trace import ModuleCall, Trace, first_divergence
 from samebits.measure.layout import LAYOUTS, LayoutTried
@@ -27,7 +27,6 @@ from samebits.tensors.digest import weights_changed
 from samebits.tensors.tree import flatten
 from samebits.exit_codes import exit_code
 from samebits.models.inputs import Model
-from samebits.models.target import ModelOrSpec
 
 
 @dataclasses.dataclass

@@ -30,12 +30,11 @@ from samebits.files import BadJson, FolderBusy, atomic_write, exclusive, folder_
 from samebits.measure.batching import take_rows
 from samebits.measure.prepare import check_device, device_kind
 from samebits.models.inputs import Model, ModelInputs
-from samebits.models.target import as_loaded
+from samebits.models.target import ModelOrSpec, as_loaded
 from samebits.offline.dataset import Dataset
 from samebits.offline.shard import compute_shard, example_of, open_dataset, shard_name
 from samebits.offline.images import ImagePrep
 from samebits.offline.sources import InputFile, input_files
-from samebits.models.target import ModelOrSpec
 
 if TYPE_CHECKING:
     from samebits.runtime.predictor import Predictor

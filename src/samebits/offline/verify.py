@@ -12,13 +12,12 @@ from samebits.errors import UserError
 from samebits.limits import batch_rows
 from samebits.files import BadJson, read_json, xxh3_file
 from samebits.models.spec import is_data_only_spec
-from samebits.models.target import as_loaded
+from samebits.models.target import ModelOrSpec, as_loaded
 from samebits.offline.images import ImagePrep
 from samebits.offline.run import MANIFEST, SCHEMA_VERSION, is_entry
 from samebits.offline.shard import example_of, open_dataset, sample_digests, shard_name, shard_outputs
 from samebits.offline.sources import InputFile, input_files
 from samebits.exit_codes import exit_code
-from samebits.models.target import ModelOrSpec
 
 
 @dataclasses.dataclass

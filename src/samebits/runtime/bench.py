@@ -15,7 +15,7 @@ from samebits.measure.model_state import model_given_back
 from samebits.limits import batch_rows
 from samebits.runtime.options import BenchOptions
 from samebits.models import LoadedModel, ModelInputs
-from samebits.models.target import as_loaded, eval_mode, inputs_for, spec_of
+from samebits.models.target import ModelOrSpec, as_loaded, eval_mode, inputs_for, spec_of
 from samebits.measure.batching import batch_size_of, concat_batches, output_row, random_neighbour, take_sample
 from samebits.measure.processes import ChildJob, ChildRunner
 from samebits.measure.load import LoadWatch
@@ -23,7 +23,6 @@ from samebits.measure.timing import Spread, Timings, interleaved_times
 from samebits.measure.prepare import prepare
 from samebits.tensors import tree
 from samebits.tensors.compare import compare
-from samebits.models.target import ModelOrSpec
 
 SCHEMA_VERSION = 1
 LOOP = "per-sample loop"
