@@ -526,3 +526,21 @@ def test_a_plan_carries_what_it_was_measured_on_across_a_process_boundary(cache)
         assert plan.weights_sha256 == p.weights_sha256 and len(plan.weights_sha256) == 64
         assert Plan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan
         assert "weights_sha256" not in plan.describe()  # a manifest's plan keeps its fields
+
+
+def test_auto_max_batch_size_measures_a_warm_process_as_a_fresh_one(tmp_path):
+    """A process that allocated and freed before (a server, a notebook) keeps those pages resident;
+    a forward reusing them must still count what it needs, or the budget never binds."""
+    code = f"""
+import json, torch, samebits
+for mb in (2, 8, 16, 30):  # freeing mmapped blocks raises glibc's mmap threshold
+    t = torch.empty(mb * 2**18); t.fill_(1); del t
+keep = [torch.randn(mb * 2**18) for mb in (1, 2, 4, 8, 16, 24) for _ in range(20)]
+del keep
+p = samebits.Predictor("demo:mlp", max_batch_size="auto", memory_budget_mb=4, cache_dir={str(tmp_path)!r}, deterministic=False)
+print(json.dumps([p.memory.max_batch_size, p.memory.peak_mb_by_batch]))
+"""
+    result = run_python(code, timeout=300)
+    assert result.returncode == 0, result.stderr
+    chosen, peaks = json.loads(result.stdout.strip().splitlines()[-1])
+    assert max(peaks.values()) > 4 and chosen < 4096, peaks  # stopped by the budget, not by the size limit
