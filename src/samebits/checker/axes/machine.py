@@ -15,6 +15,7 @@ COST_ROUNDS = 2  # each a native and a pinned process, one after the other
 
 
 PROBE = "probe: "  # the label prefix of a simulated CPU's probe (its variables alone, no level)
+UNPROBED = "no probe"  # set aside because its probe (or this CPU's) failed, not for a library it missed
 
 
 def machine_jobs(under: str | None, runtime: str | None = None) -> tuple[list[ChildJob], AxisResult | None]:
@@ -79,13 +80,17 @@ def set_aside_unsimulated(
     difference is real). Also: each CPU set aside, with the libraries its variables missed."""
     probes = {r.label[len(PROBE) :]: r.data for r in results if r.label.startswith(PROBE)}
     traces = [r for r in results if not r.label.startswith(PROBE)]
-    native = probes.get(traces[0].label.split(" under ")[0]) if traces else None
-    if native is None or not traces or traces[0].trace is None:
+    if not probes or not traces or traces[0].trace is None:
         return traces, {}
+    native = probes.get(traces[0].label.split(" under ")[0])
     kept, aside = [traces[0]], {}
     for r in traces[1:]:
-        probe = probes.get(r.label.split(" under ")[0])
-        missed = unreached(native, probe, used) if probe is not None else []
+        label = r.label.split(" under ")[0]
+        probe = probes.get(label)
+        if native is not None and probe is not None:
+            missed = unreached(native, probe, used)
+        else:  # a probe failed: whether this CPU was simulated is unknown, so its agreement proves nothing
+            missed = [UNPROBED] if label in probes or native is None else []
         if missed and r.trace is not None and r.trace.outputs == traces[0].trace.outputs:
             aside[r.label] = missed
         else:
@@ -108,7 +113,9 @@ def unsimulated_text(aside: dict[str, list[str]]) -> str:
     for label, libs in aside.items():
         groups.setdefault(tuple(libs), []).append(label)
     parts = [
-        f"{' or '.join(labels)}: the model runs {' and '.join(libs)} ({'; '.join(map(_why_unreached, libs))})"
+        f"{' or '.join(labels)}: the probe of what its variables reach failed here"
+        if libs == (UNPROBED,)
+        else f"{' or '.join(labels)}: the model runs {' and '.join(libs)} ({'; '.join(map(_why_unreached, libs))})"
         for libs, labels in groups.items()
     ]
     return "could not simulate " + "; nor ".join(parts)
