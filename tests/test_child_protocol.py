@@ -123,3 +123,19 @@ def test_a_reply_larger_than_a_pipe_holds_comes_back_whole_while_what_the_model_
     (out,) = result.kept["<output>"].values()
     assert out.shape == (64, 4096) and torch.equal(out, expected)  # 1 MiB: far past a 64 KiB pipe
     assert torch.equal(next(iter(result.kept["up#0"].values())), loaded.model.up(inputs.args[0]))
+
+
+def test_a_child_that_dies_before_answering_is_named_with_its_exit_and_released(tmp_path):
+    from samebits.measure import spawn
+
+    (tmp_path / "dies.py").write_text(
+        "import os, signal, sys\n\ndef build():\n    print('going down', file=sys.stderr, flush=True)\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    model = torch.nn.Linear(2, 2)
+    inputs = ModelInputs((torch.ones(1, 2),), {})
+    spec = f"{tmp_path / 'dies.py'}:build"
+    with ChildRunner(model, inputs, spec=spec, seed=0, device="cpu", dtype=None, timeout=120) as runner:
+        (result,) = runner.run([ChildJob("dies", {})])
+    assert result.trace is None and "was killed by signal 9: going down" in result.error
+    assert not spawn._LIVE  # its pipes and stderr file released

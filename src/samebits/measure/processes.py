@@ -83,8 +83,10 @@ class Running:
     def _read(self) -> None:
         try:
             self.reply = Reply.from_message(self.child.receive())
-        except (ChildDied, ValueError) as exc:
-            self.failed = str(exc)
+        except ChildDied:
+            pass  # collected as how the child ended
+        except ValueError as exc:
+            self.failed = f"the child process answered outside samebits' protocol: {exc}"
 
     @property
     def answered(self) -> bool:
@@ -238,9 +240,10 @@ class ChildRunner:
             child.kill()
             return ChildResult(job.label, None, f"timed out after {self.timeout:g} s (raise --timeout)", elapsed)
         reply = run.reply
+        ended = run.failed or child.ended("child process") if reply is None else None
+        child.kill()  # it answered or ended: releases its pipes and its place among the live children
         if reply is None:
-            return ChildResult(job.label, None, child.ended("child process"), elapsed)
-        child.kill()  # it answered: releases its pipes and its place among the live children
+            return ChildResult(job.label, None, ended, elapsed)
         if reply.error is not None:
             return ChildResult(job.label, None, reply.error, elapsed)
         if job.task != "trace":
