@@ -139,3 +139,101 @@ def test_a_child_that_dies_before_answering_is_named_with_its_exit_and_released(
         (result,) = runner.run([ChildJob("dies", {})])
     assert result.trace is None and "was killed by signal 9: going down" in result.error
     assert not spawn._LIVE  # its pipes and stderr file released
+
+
+def _spec(tmp_path, name: str, source: str) -> str:
+    (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
+    return f"{tmp_path / name}.py:build"
+
+
+def test_outputs_that_share_memory_come_back_each_whole(tmp_path):
+    spec = _spec(
+        tmp_path,
+        "shared",
+        """
+        import torch
+        from torch import nn
+
+        class Shared(nn.Module):  # as transformers with output_hidden_states: the last state twice
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 4)
+
+            def forward(self, x):
+                y = self.fc(x)
+                return {"last": y, "hidden": (x, y), "head": y[:, :2]}
+
+        def build():
+            torch.manual_seed(0)
+            return Shared(), torch.randn(3, 4)
+        """,
+    )
+    from samebits.models import load_model
+
+    loaded = load_model(spec)
+    inputs = ModelInputs((loaded.example_inputs.args[0],), {})
+    with ChildRunner(loaded.model, inputs, spec=spec, seed=0, device="cpu", dtype=None, timeout=120) as runner:
+        (result,) = runner.run([ChildJob("shared", {})])
+    assert result.error is None, result.error
+    out = result.kept["<output>"]
+    y = loaded.model.fc(inputs.args[0])
+    assert torch.equal(out[".last"], y) and torch.equal(out[".hidden[1]"], y) and torch.equal(out[".head"], y[:, :2])
+
+
+def test_a_child_that_dies_while_a_process_it_forked_holds_its_pipe_is_collected_at_once(tmp_path):
+    import time
+
+    spec = _spec(
+        tmp_path,
+        "forks",
+        f"""
+        import os, signal, time
+        import torch
+        from torch import nn
+
+        class Forks(nn.Module):
+            def forward(self, x):
+                pid = os.fork()
+                if pid == 0:  # a helper that keeps the inherited protocol pipe open
+                    time.sleep(60)
+                    os._exit(0)
+                open({str(tmp_path / "helper.pid")!r}, "w").write(str(pid))
+                os.kill(os.getpid(), signal.SIGKILL)
+
+        def build():
+            return Forks(), torch.ones(1, 2)
+        """,
+    )
+    inputs = ModelInputs((torch.ones(1, 2),), {})
+    start = time.monotonic()
+    with ChildRunner(torch.nn.Identity(), inputs, spec=spec, seed=0, device="cpu", dtype=None, timeout=50) as runner:
+        (result,) = runner.run([ChildJob("forks", {})])
+    assert "was killed by signal 9" in result.error, result.error
+    assert time.monotonic() - start < 30  # not the timeout: the child's exit is what counts
+    helper = int((tmp_path / "helper.pid").read_text())
+    time.sleep(0.5)
+    try:
+        state = next(line for line in open(f"/proc/{helper}/status") if line.startswith("State:"))
+    except (FileNotFoundError, StopIteration):
+        state = "gone"
+    assert "S (" not in state and "R (" not in state, state  # its group was killed with it
+
+
+@pytest.mark.parametrize(
+    "written",
+    [b"\0" * 12, struct.pack(">IQ", 8, 0) + b'{"x": 1}', struct.pack(">IQ", 2, 5) + b"{}" + b"junk!"],
+    ids=["no-json", "no-reply", "no-safetensors"],
+)
+def test_an_answer_outside_the_protocol_is_a_protocol_error_not_a_crash(written):
+    import sys
+
+    from samebits.measure.spawn import ProtocolError
+
+    child = Child.program(
+        [sys.executable, "-c", f"import sys; sys.stdout.buffer.write({written!r}); sys.stdout.flush()"], pipes=True
+    )
+    try:
+        with pytest.raises(ProtocolError, match="outside samebits' protocol"):
+            child.reply()
+    finally:
+        child.kill()

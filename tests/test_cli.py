@@ -19,6 +19,12 @@ def test_help_does_not_import_torch():
     assert "env" in result.stdout and "run" in result.stdout
 
 
+def test_the_pytest_plugin_loads_without_torch_so_a_conftest_can_still_set_what_torch_reads():
+    result = run_python("import sys, samebits.pytest_plugin\nprint('torch' in sys.modules)")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "False"
+
+
 def test_user_error_is_one_line_with_exit_2_and_debug_shows_the_traceback(tmp_path):
     missing = str(tmp_path / "nope.json")
     plain = run_cli("env", "--diff", missing)

@@ -132,7 +132,7 @@ def test_a_simulated_cpu_that_agrees_without_its_variables_reaching_the_model_is
     failed = [r if r.label != PROBE + "an x86-64-v3 CPU" else ChildResult(r.label, None, "boom", 1.0) for r in results]
     kept, aside = set_aside_unsimulated(failed, ["ATen"])  # its probe failed: its agreement proves nothing
     assert [r.label for r in kept] == ["this CPU", "an x86-64-v2 CPU"] and list(aside) == ["an x86-64-v3 CPU"]
-    assert "an x86-64-v3 CPU: the probe of what its variables reach failed" in unsimulated_text(aside)
+    assert "an x86-64-v3 CPU: the probe of what its variables reach failed here: boom" in unsimulated_text(aside)
     native_failed = [r if r.label != PROBE + "this CPU" else ChildResult(r.label, None, "boom", 1.0) for r in results]
     kept, aside = set_aside_unsimulated(native_failed, ["ATen"])  # nothing is known of any simulation
     assert [r.label for r in kept] == ["this CPU", "an x86-64-v2 CPU"] and list(aside) == ["an x86-64-v3 CPU"]

@@ -81,26 +81,42 @@ def failure(exc: BaseException) -> Reply:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Read the job, run it, answer; exit 3 where the answer is an error (a bug's code: the
-    parent reads the reply, the code is for whoever reads ``ps`` or a core file)."""
+    """Read the job, run it, answer. The parent reads the reply; the exit code says the same for
+    whoever reads the process table: 2 for the user's error, 3 for any other."""
     args = sys.argv[1:] if argv is None else argv
     out = os.fdopen(os.dup(1), "wb")  # the real stdout, for the protocol alone
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     channel = Channel(sys.stdin.buffer, out)
+    code = 0
     try:
-        job = Job.from_message(channel.receive())
-        if args and args[0] != job.task:
-            raise ValueError(f"started as {args[0]!r} but sent a {job.task!r} job")
-        reply = run(job, channel)
-    except BaseException as exc:  # every failure goes to the parent as data
-        reply = failure(exc)
-    if reply is not None:
-        with contextlib.suppress(OSError):  # the parent is gone: nobody to answer
-            channel.send(reply.message())
-    code = 3 if reply is not None and reply.error else 0
-    exit_past_user_threads(code)  # a thread the model's factory started must not hold the parent waiting
+        try:
+            job = Job.from_message(channel.receive())
+            if args and args[0] != job.task:
+                raise ValueError(f"started as {args[0]!r} but sent a {job.task!r} job")
+            reply = run(job, channel)
+        except BaseException as exc:  # every failure goes to the parent as data
+            reply = failure(exc)
+        if reply is not None:
+            code = 0 if reply.error is None else 3 if reply.internal else 2
+            _answer(channel, reply)
+    except BaseException:
+        code = 3
+    finally:
+        exit_past_user_threads(code)  # a thread the model's factory started must not hold the parent waiting
     sys.exit(code)
+
+
+def _answer(channel: Channel, reply: Reply) -> None:
+    """Send ``reply``; one that cannot travel (data that is no JSON) is answered as that error."""
+    try:
+        channel.send(reply.message())
+    except OSError:  # the parent is gone: nobody to answer
+        pass
+    except Exception as exc:  # nothing was written: the message is built whole before it is sent
+        with contextlib.suppress(Exception):
+            channel.send(failure(exc).message())
+        raise
 
 
 if __name__ == "__main__":

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from samebits.models.inputs import Model
+
+if TYPE_CHECKING:  # torch loads only when a test asks for the fixture
+    from samebits.models.inputs import Model
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

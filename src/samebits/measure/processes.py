@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import os
 import shutil
+import select
 import tempfile
 import threading
 import time
@@ -20,6 +21,7 @@ from samebits import deadline
 from samebits.models.inputs import Model, ModelInputs
 from samebits.measure.job import ENTRY, Job, Reply
 from samebits.measure.spawn import Child, ChildDied
+from samebits.measure.wire import read_message
 from samebits.measure.ops import OpCall, op_calls
 from samebits.measure.trace import Trace
 
@@ -69,6 +71,27 @@ def unshippable_reason(model: Model) -> str | None:
     return None
 
 
+class _Pipe:
+    """The child's stdout read straight from its descriptor, giving up once ``stop`` is set: a
+    process the child forked may hold the pipe open after the child died, and a read blocked on
+    it would never end (nor would closing the stream under it)."""
+
+    def __init__(self, fd: int, stop: threading.Event) -> None:
+        self.fd, self.stop = fd, stop
+
+    def read(self, size: int) -> bytes:
+        parts: list[bytes] = []
+        while size > 0 and not self.stop.is_set():
+            if not select.select([self.fd], [], [], 0.1)[0]:
+                continue
+            data = os.read(self.fd, min(size, 1 << 20))
+            if not data:
+                break
+            parts.append(data)
+            size -= len(data)
+        return b"".join(parts)
+
+
 class Running:
     """One started child and the thread that reads its reply (a reply larger than a pipe holds
     must be read while the child runs, or the child never ends)."""
@@ -77,20 +100,35 @@ class Running:
         self.index, self.job, self.child, self.started = index, job, child, time.monotonic()
         self.reply: Reply | None = None
         self.failed: str | None = None
+        self._stop = threading.Event()
         self.reader = threading.Thread(target=self._read, name=f"samebits-child-{index}", daemon=True)
         self.reader.start()
 
     def _read(self) -> None:
         try:
-            self.reply = Reply.from_message(self.child.receive())
-        except ChildDied:
+            self.reply = Reply.from_message(read_message(_Pipe(self.child.stdout.fileno(), self._stop)))
+        except EOFError:
             pass  # collected as how the child ended
-        except ValueError as exc:
-            self.failed = f"the child process answered outside samebits' protocol: {exc}"
+        except Exception as exc:  # no JSON, no safetensors, no reply
+            self.failed = f"the child process answered outside samebits' protocol: {type(exc).__name__}: {exc}"
 
     @property
     def answered(self) -> bool:
         return not self.reader.is_alive()
+
+    def done(self, timeout: float) -> bool:
+        """Whether it answered, ended (what it wrote is read first), or ran ``timeout`` seconds."""
+        if self.answered or time.monotonic() - self.started >= timeout:
+            return True
+        if self.child.running:
+            return False
+        self.reader.join(2.0)  # it exited: what it wrote is in the pipe already
+        return True
+
+    def stop(self) -> None:
+        """Stop reading (before the child's streams are closed under the reader)."""
+        self._stop.set()
+        self.reader.join(1.0)
 
 
 @dataclasses.dataclass
@@ -198,11 +236,10 @@ class ChildRunner:
                     self._fill(pending)
                     time.sleep(0.02)
                     for run in list(pending.running):
-                        elapsed = time.monotonic() - run.started
-                        if not run.answered and elapsed < self.timeout:
+                        if not run.done(self.timeout):
                             continue
                         pending.running.remove(run)
-                        pending.results[run.index] = self._collect(run, elapsed)
+                        pending.results[run.index] = self._collect(run, time.monotonic() - run.started)
             finally:
                 self.kill(pending)
         return [pending.results[i] for i in range(len(pending.results))]
@@ -210,6 +247,7 @@ class ChildRunner:
     @staticmethod
     def kill(pending: Pending) -> None:
         for run in pending.running:
+            run.stop()
             run.child.kill()
         pending.running.clear()
 
@@ -236,12 +274,14 @@ class ChildRunner:
 
     def _collect(self, run: Running, elapsed: float) -> ChildResult:
         job, child = run.job, run.child
-        if not run.answered:
+        if not run.answered and child.running:
+            run.stop()
             child.kill()
             return ChildResult(job.label, None, f"timed out after {self.timeout:g} s (raise --timeout)", elapsed)
         reply = run.reply
         ended = run.failed or child.ended("child process") if reply is None else None
-        child.kill()  # it answered or ended: releases its pipes and its place among the live children
+        run.stop()
+        child.kill()  # it answered or ended: its group killed, its pipes and place among the live children released
         if reply is None:
             return ChildResult(job.label, None, ended, elapsed)
         if reply.error is not None:

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import IO
 
 from samebits import deadline
+from samebits.measure.job import Reply
 from samebits.measure.wire import Message, read_message, write_message
 from samebits.pystart import module_argv
 
@@ -26,6 +27,10 @@ _LIVE: set[Child] = set()  # children still running, killed if the parent stops
 
 class ChildDied(RuntimeError):
     """The child process ended before it answered (killed after a hang, crashed, out of memory)."""
+
+
+class ProtocolError(ChildDied):
+    """The child answered what is not samebits' protocol (it is killed like one that died)."""
 
 
 def kill_children() -> None:
@@ -122,7 +127,7 @@ class Child:
         if self._stderr.closed:
             return self._tail
         with contextlib.suppress(OSError, ValueError):
-            self._stderr.seek(0)
+            self._stderr.seek(max(0, self._stderr.seek(0, os.SEEK_END) - 65536))  # a chatty child's last lines only
             lines = self._stderr.read().decode(errors="replace").strip().splitlines()
             return lines[-1] if lines else "no output"
         return "no output"
@@ -150,8 +155,21 @@ class Child:
         all of it, or wrote what is not this protocol."""
         try:
             return read_message(self.stdout)
-        except (EOFError, ValueError, OSError):
+        except (EOFError, OSError):
             raise ChildDied("the child process ended") from None
+        except Exception as exc:  # a header that is no JSON, bytes that are no safetensors, a length too large
+            raise ProtocolError(
+                f"the child process answered outside samebits' protocol: {type(exc).__name__}: {exc}"
+            ) from None
+
+    def reply(self) -> Reply:
+        """One :class:`~samebits.measure.job.Reply`; :class:`ChildDied` when the child ended
+        first, :class:`ProtocolError` when what it answered is no reply."""
+        message = self.receive()
+        try:
+            return Reply.from_message(message)
+        except ValueError as exc:
+            raise ProtocolError(f"the child process answered outside samebits' protocol: {exc}") from None
 
     # -- ending -----------------------------------------------------------------------------------
     def close_input(self) -> None:
@@ -171,9 +189,8 @@ class Child:
 
     def kill(self) -> None:
         """Kill its process group now (a forward that hangs) and release what it held."""
-        if self.proc.poll() is None:
-            with contextlib.suppress(OSError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(OSError):  # also where it died already: what it started in its group
+            os.killpg(self.proc.pid, signal.SIGKILL)
         with contextlib.suppress(Exception):
             self.proc.wait(timeout=5)
         for stream in (self.proc.stdin, self.proc.stdout):

@@ -7,13 +7,20 @@ from __future__ import annotations
 import dataclasses
 import json
 import struct
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import torch
 
 _LENGTHS = struct.Struct(">IQ")
 HEADER_LIMIT = 1 << 28  # 256 MiB of JSON: more is a stream that is not this protocol
+BODY_LIMIT = 1 << 40  # 1 TiB of tensors: more is a stream that is not this protocol
+
+
+class Readable(Protocol):
+    """What a message is read from: a binary stream, or anything with its ``read``."""
+
+    def read(self, size: int, /) -> bytes: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,18 +38,20 @@ def write_message(stream: IO[bytes], message: Message) -> None:
     if message.tensors:
         from safetensors.torch import save
 
-        body = save({k: v.contiguous() for k, v in message.tensors.items()})
-    stream.write(_LENGTHS.pack(len(head), len(body)) + head + body)
+        body = save(_apart(message.tensors))
+    stream.write(_LENGTHS.pack(len(head), len(body)) + head)
+    if body:
+        stream.write(body)  # apart: the tensors' bytes are not copied once more
     stream.flush()
 
 
-def read_message(stream: IO[bytes]) -> Message:
+def read_message(stream: Readable) -> Message:
     """One message from ``stream``; ``EOFError`` where the stream ends first (the other side is
     gone), ``ValueError`` where what it reads is not this protocol."""
     lengths = _read(stream, _LENGTHS.size)
     head_size, body_size = _LENGTHS.unpack(lengths)
-    if head_size > HEADER_LIMIT:
-        raise ValueError(f"a message header of {head_size} bytes: the stream does not speak samebits' protocol")
+    if head_size > HEADER_LIMIT or body_size > BODY_LIMIT:
+        raise ValueError(f"a message of {head_size} + {body_size} bytes: the stream does not speak samebits' protocol")
     header = json.loads(_read(stream, head_size))
     if not isinstance(header, dict):
         raise ValueError("a message header that is no JSON object")
@@ -54,7 +63,23 @@ def read_message(stream: IO[bytes]) -> Message:
     return Message(header, tensors)
 
 
-def _read(stream: IO[bytes], size: int) -> bytes:
+def _apart(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Contiguous tensors that share no storage (safetensors refuses shared memory, and a model's
+    outputs often share it: hidden states, views): a tensor whose storage an earlier one uses is
+    copied."""
+    seen: set[int] = set()
+    out = {}
+    for name, t in tensors.items():
+        t = t.detach().contiguous()
+        where = t.untyped_storage().data_ptr()
+        if where in seen:
+            t = t.clone()
+        seen.add(where)
+        out[name] = t
+    return out
+
+
+def _read(stream: Readable, size: int) -> bytes:
     data = stream.read(size)
     if len(data) < size:
         raise EOFError("the stream ended" if not data else "the stream ended mid-message")

@@ -99,7 +99,7 @@ def header_of(
         "schema_version": SCHEMA_VERSION,
         "kind": "predict",
         "model": spec,
-        "weights_sha256": predictor.plan.weights_sha256,
+        "weights_sha256": predictor.weights_sha256,
         "fingerprint_sha256": bit_relevant_digest(predictor.fingerprint),
         "fingerprint": predictor.fingerprint,  # in full, for verify to say what changed
         "plan": predictor.plan.describe(),

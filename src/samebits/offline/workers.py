@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 from samebits.errors import UserError
 from samebits.limits import thread_count
 from samebits.measure.batching import batch_size_of, concat_batches, take_rows
-from samebits.measure.job import ENTRY, Job, Reply
-from samebits.measure.spawn import Child, ChildDied
+from samebits.measure.job import ENTRY, Job
+from samebits.measure.spawn import Child, ChildDied, ProtocolError
 from samebits.measure.wire import Message
 from samebits.measure.threads import num_threads
 from samebits.models.inputs import ModelInputs
@@ -158,7 +158,7 @@ class ShardWorker:
         self.identity = {
             "plan": self.predictor.plan.describe(),
             "fingerprint_sha256": bit_relevant_digest(self.predictor.fingerprint),
-            "weights_sha256": self.predictor.plan.weights_sha256,
+            "weights_sha256": self.predictor.weights_sha256,
         }
         checked = [k for k in self.identity if check_fingerprint or k != "fingerprint_sha256"]
         differs = [k for k in checked if self.identity[k] != job["expect"][k]]
@@ -220,10 +220,14 @@ class WorkerPool:
             for key, _ in selector.select(timeout=1.0):
                 child = key.data
                 try:
-                    reply = Reply.from_message(child.receive())
-                except (ChildDied, ValueError):
-                    child.finish()
-                    raise RuntimeError(child.ended("a predict worker")) from None
+                    reply = child.reply()
+                except ChildDied as exc:
+                    child.finish(timeout=0 if isinstance(exc, ProtocolError) else 5)
+                    raise RuntimeError(
+                        f"a predict worker: {exc}"
+                        if isinstance(exc, ProtocolError)
+                        else child.ended("a predict worker")
+                    ) from None
                 if reply.error is not None:
                     if reply.internal:
                         raise RuntimeError(reply.error)

@@ -81,8 +81,8 @@ class MemoryPlan:
 class Plan:
     """What a runner runs: its backend, the batch sizes it verified (the only ones it runs), the
     backends its forwards go through, what the plan costs (``notes``, measured), and what it was
-    measured on: the weights' digest and the calibration's cache key (``None`` for a runner that
-    measured nothing of its own)."""
+    measured on: the weights' digest and the calibration's cache key (``None`` where its setup
+    computed neither: ``invariant=False``, a runner of its own kind)."""
 
     backend: str  # as asked: "eager", "onnxruntime", ..., or "auto"
     scheme: Scheme  # "tile": one verified size; "class": several that agree; "off": not invariant

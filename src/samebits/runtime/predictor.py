@@ -153,7 +153,7 @@ class Predictor(BaseRunner):
                 backends=self.auto.chosen if self.auto else (backend,),
                 backend_by_size=dict(self.auto.backend_by_size) if self.auto else {},
                 notes=tuple(self.notes),
-                weights_sha256=self.weights_sha256,
+                weights_sha256=self._weights_sha256,  # as the calibration computed it (None where nothing needed it)
                 calibration_key=self.calibration_key,
             )
             self._ready = True

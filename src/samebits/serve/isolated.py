@@ -15,8 +15,8 @@ from typing import Any
 import torch
 
 from samebits.errors import UserError
-from samebits.measure.job import ENTRY, Job, Reply
-from samebits.measure.spawn import Child, ChildDied
+from samebits.measure.job import ENTRY, Job
+from samebits.measure.spawn import Child, ChildDied, ProtocolError
 from samebits.measure.wire import Message
 from samebits.models.inputs import ModelInputs
 from samebits.runtime.plan import Plan
@@ -67,10 +67,11 @@ class IsolatedPredictor:
         child = self.child = Child(ENTRY, ["serve"], pipes=True)
         try:
             child.send(self.job.message())
-            answer = Reply.from_message(child.receive())
-        except ChildDied:
+            answer = child.reply()
+        except ChildDied as exc:
             child.kill()
-            raise UserError(f"the model's worker process could not start: {child.tail()}") from None
+            why = exc if isinstance(exc, ProtocolError) else child.tail()
+            raise UserError(f"the model's worker process could not start: {why}") from None
         if answer.error is not None:
             child.kill()
             raise UserError(answer.error)
@@ -85,10 +86,13 @@ class IsolatedPredictor:
                 raise ChildDied("the model's worker process is not running")
             try:
                 child.send(Message({}, inputs.named()))
-                answer = Reply.from_message(child.receive())
+                answer = child.reply()
                 if answer.error is not None:
                     raise RuntimeError(answer.error)
                 return answer.tensors
+            except ProtocolError as exc:
+                child.kill()  # a worker out of step is restarted like one that died
+                raise ChildDied(f"the model's worker process: {exc}") from None
             except ChildDied:
                 raise ChildDied(child.ended("the model's worker process")) from None
 

@@ -79,6 +79,7 @@ def set_aside_unsimulated(
     with this CPU's, so their agreement proves nothing. A CPU whose outputs differ stays (the
     difference is real). Also: each CPU set aside, with the libraries its variables missed."""
     probes = {r.label[len(PROBE) :]: r.data for r in results if r.label.startswith(PROBE)}
+    failed = {r.label[len(PROBE) :]: r.error for r in results if r.label.startswith(PROBE) and r.error}
     traces = [r for r in results if not r.label.startswith(PROBE)]
     if not probes or not traces or traces[0].trace is None:
         return traces, {}
@@ -90,7 +91,8 @@ def set_aside_unsimulated(
         if native is not None and probe is not None:
             missed = unreached(native, probe, used)
         else:  # a probe failed: whether this CPU was simulated is unknown, so its agreement proves nothing
-            missed = [UNPROBED] if label in probes or native is None else []
+            why = failed.get(label) or next(iter(failed.values()), "no answer")
+            missed = [f"{UNPROBED} ({why})"] if label in probes or native is None else []
         if missed and r.trace is not None and r.trace.outputs == traces[0].trace.outputs:
             aside[r.label] = missed
         else:
@@ -113,8 +115,8 @@ def unsimulated_text(aside: dict[str, list[str]]) -> str:
     for label, libs in aside.items():
         groups.setdefault(tuple(libs), []).append(label)
     parts = [
-        f"{' or '.join(labels)}: the probe of what its variables reach failed here"
-        if libs == (UNPROBED,)
+        f"{' or '.join(labels)}: the probe of what its variables reach failed here: {libs[0][len(UNPROBED) + 2 : -1]}"
+        if libs[0].startswith(UNPROBED)
         else f"{' or '.join(labels)}: the model runs {' and '.join(libs)} ({'; '.join(map(_why_unreached, libs))})"
         for libs, labels in groups.items()
     ]
