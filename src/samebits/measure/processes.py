@@ -20,8 +20,7 @@ from torch import nn
 from samebits import deadline
 from samebits.models.inputs import Model, ModelInputs
 from samebits.measure.job import ENTRY, Job, Reply
-from samebits.measure.spawn import Child, ChildDied
-from samebits.measure.wire import read_message
+from samebits.measure.spawn import Child, ChildDied, ProtocolError, read_reply
 from samebits.measure.ops import OpCall, op_calls
 from samebits.measure.trace import Trace
 
@@ -106,11 +105,11 @@ class Running:
 
     def _read(self) -> None:
         try:
-            self.reply = Reply.from_message(read_message(_Pipe(self.child.stdout.fileno(), self._stop)))
-        except EOFError:
+            self.reply = read_reply(_Pipe(self.child.stdout.fileno(), self._stop))
+        except (EOFError, OSError):
             pass  # collected as how the child ended
-        except Exception as exc:  # no JSON, no safetensors, no reply
-            self.failed = f"the child process answered outside samebits' protocol: {type(exc).__name__}: {exc}"
+        except ProtocolError as exc:
+            self.failed = str(exc)
 
     @property
     def answered(self) -> bool:

@@ -19,7 +19,7 @@ from typing import IO
 
 from samebits import deadline
 from samebits.measure.job import Reply
-from samebits.measure.wire import Message, read_message, write_message
+from samebits.measure.wire import Message, Readable, read_message, write_message
 from samebits.pystart import module_argv
 
 _LIVE: set[Child] = set()  # children still running, killed if the parent stops
@@ -31,6 +31,22 @@ class ChildDied(RuntimeError):
 
 class ProtocolError(ChildDied):
     """The child answered what is not samebits' protocol (it is killed like one that died)."""
+
+
+def _outside(exc: Exception) -> ProtocolError:
+    return ProtocolError(f"the child process answered outside samebits' protocol: {type(exc).__name__}: {exc}")
+
+
+def read_reply(stream: Readable) -> Reply:
+    """One :class:`~samebits.measure.job.Reply` from a child's ``stream``: ``EOFError`` (or
+    ``OSError``) where the stream ends first, :class:`ProtocolError` where what it holds is no
+    reply (no JSON, no safetensors, a length too large, a header that is no reply)."""
+    try:
+        return Reply.from_message(read_message(stream))
+    except (EOFError, OSError):
+        raise
+    except Exception as exc:
+        raise _outside(exc) from None
 
 
 def kill_children() -> None:
@@ -158,18 +174,14 @@ class Child:
         except (EOFError, OSError):
             raise ChildDied("the child process ended") from None
         except Exception as exc:  # a header that is no JSON, bytes that are no safetensors, a length too large
-            raise ProtocolError(
-                f"the child process answered outside samebits' protocol: {type(exc).__name__}: {exc}"
-            ) from None
+            raise _outside(exc) from None
 
     def reply(self) -> Reply:
-        """One :class:`~samebits.measure.job.Reply`; :class:`ChildDied` when the child ended
-        first, :class:`ProtocolError` when what it answered is no reply."""
-        message = self.receive()
+        """One reply (:func:`read_reply`); :class:`ChildDied` when the child ended first."""
         try:
-            return Reply.from_message(message)
-        except ValueError as exc:
-            raise ProtocolError(f"the child process answered outside samebits' protocol: {exc}") from None
+            return read_reply(self.stdout)
+        except (EOFError, OSError):
+            raise ChildDied("the child process ended") from None
 
     # -- ending -----------------------------------------------------------------------------------
     def close_input(self) -> None:
